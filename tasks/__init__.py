@@ -1,0 +1,1 @@
+"""Task packages of real-is-sim (installed as ``real_is_sim_tasks``)."""

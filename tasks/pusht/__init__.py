@@ -1,0 +1,1 @@
+"""PushT: push a T-shaped block onto a goal pose."""
