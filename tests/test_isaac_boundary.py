@@ -1,0 +1,48 @@
+"""The core never imports Isaac Sim; the Kit adapter module loads only inside Kit."""
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import real_is_sim
+
+
+def test_core_modules_import_without_isaac():
+    # A fresh interpreter: import every core module and check no omni/isaaclab module came along.
+    code = (
+        "import importlib, pkgutil, sys, real_is_sim\n"
+        "for m in pkgutil.walk_packages(real_is_sim.__path__, 'real_is_sim.'):\n"
+        "    if not m.name.startswith('real_is_sim.isaac'):\n"
+        "        importlib.import_module(m.name)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('omni', 'isaaclab', 'isaacsim', 'carb'))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_isaac_adapter_loads_only_inside_kit():
+    try:
+        import omni.ext  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="needs Isaac Sim"):
+            importlib.import_module("real_is_sim.isaac")
+        pytest.skip("Isaac Sim (Kit) is not installed here: the adapter's own behaviour is checked by scripts/check_isaac.py on a GPU machine")
+    module = importlib.import_module("real_is_sim.isaac")
+    assert hasattr(module, "RealIsSimExtension")
+
+
+def test_extension_manifest_names_the_adapter_module():
+    import tomllib
+
+    from real_is_sim.paths import REPO_ROOT
+
+    manifest = tomllib.loads((REPO_ROOT / "extension.toml").read_text())
+    assert {"version", "title"} <= set(manifest["package"])
+    assert "dependencies" in manifest
+    assert [m["name"] for m in manifest["python"]["module"]] == ["real_is_sim.isaac"]
+    assert manifest["package"]["version"] == real_is_sim.__version__
