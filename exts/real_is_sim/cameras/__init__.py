@@ -1,1 +1,38 @@
-"""cameras."""
+"""Camera sources behind one interface: recorded-video replay, RealSense, rendered; synchronisation and recording.
+
+See docs/cameras.md. Poses ``X_WC`` use OpenGL axes; ``CameraInfo.viewmat_opencv()`` converts.
+"""
+
+from real_is_sim.cameras.base import CameraInfo, CameraSource, Frame
+from real_is_sim.cameras.calibration import (
+    CameraFiles,
+    VideoMetadata,
+    load_cameras_json,
+    load_extrinsics,
+    load_video_metadata,
+    save_cameras_json,
+    save_extrinsics,
+    save_video_metadata,
+)
+from real_is_sim.cameras.replay import VideoReplaySource
+from real_is_sim.cameras.sync import CameraSample, FrameSynchronizer, SyncedFrames
+from real_is_sim.cameras.video import VideoReader
+
+__all__ = [
+    "CameraFiles",
+    "CameraInfo",
+    "CameraSample",
+    "CameraSource",
+    "Frame",
+    "FrameSynchronizer",
+    "SyncedFrames",
+    "VideoMetadata",
+    "VideoReader",
+    "VideoReplaySource",
+    "load_cameras_json",
+    "load_extrinsics",
+    "load_video_metadata",
+    "save_cameras_json",
+    "save_extrinsics",
+    "save_video_metadata",
+]
