@@ -1,0 +1,105 @@
+"""``rasterization``: gsplat's call shape for the subset this project uses, with two backends.
+
+``backend="cpu"`` is ours (:mod:`.project` + :mod:`.cpu_backend`), ``"gsplat"`` calls
+``gsplat.rasterization`` (needs CUDA), ``"auto"`` picks gsplat when CUDA and gsplat are importable.
+Both follow gsplat's classic mode, so they are interchangeable.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from real_is_sim.errors import RealIsSimError
+from real_is_sim.render import cpu_backend
+from real_is_sim.render.project import project
+
+BACKENDS = ("auto", "cpu", "gsplat")
+
+
+class RenderError(RealIsSimError, ValueError):
+    """Bad input to the renderer (shape, non-finite value, unknown or unavailable backend)."""
+
+
+def gsplat_available() -> bool:
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import gsplat  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _check(name: str, t, shape: tuple) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise RenderError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.ndim != len(shape) or any(s is not None and d != s for d, s in zip(t.shape, shape)):
+        want = "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
+        raise RenderError(f"{name} has shape {list(t.shape)}, expected {want}")
+    if not torch.isfinite(t).all():
+        raise RenderError(f"{name} has non-finite values")
+
+
+def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
+                  backgrounds=None, backend: str = "auto", near_plane: float = 0.01, far_plane: float = 1e10,
+                  eps2d: float = 0.3, tile_size: int = cpu_backend.TILE_SIZE):
+    """Render N Gaussians into C pinhole cameras.
+
+    means [N,3], quats [N,4] (w,x,y,z, any norm), scales [N,3] (linear), opacities [N] (linear),
+    colors [N,3], viewmats [C,4,4] world-to-camera (OpenCV axes: +Z forward, +Y down), Ks [C,3,3].
+    ``backgrounds``: None (black), [C,3] colours, or [C,H,W,3] images.
+    Returns ``(colors [C,H,W,3], alphas [C,H,W,1], meta)``; differentiable in every Gaussian input
+    (and the background). ``meta`` has means2d, conics, depths, radii [C,N,...] and the backend used.
+    A camera that sees nothing (all behind it, off-screen) renders the background with alpha 0.
+    """
+    if backend not in BACKENDS:
+        raise RenderError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    if not (isinstance(width, int) and isinstance(height, int)) or width <= 0 or height <= 0:
+        raise RenderError(f"width and height must be positive integers, got {width!r} x {height!r}")
+    _check("means", means, (None, 3))
+    N = means.shape[0]
+    _check("quats", quats, (N, 4))
+    _check("scales", scales, (N, 3))
+    _check("opacities", opacities, (N,))
+    _check("colors", colors, (N, 3))
+    _check("viewmats", viewmats, (None, 4, 4))
+    C = viewmats.shape[0]
+    _check("Ks", Ks, (C, 3, 3))
+    if N and bool((torch.linalg.norm(quats, dim=-1) == 0).any()):
+        raise RenderError("quats has a zero quaternion")
+    if N and bool((scales < 0).any()):
+        raise RenderError("scales must be >= 0")
+    if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
+        raise RenderError("Ks must have positive focal lengths fx, fy")
+    if backgrounds is not None:
+        if backgrounds.ndim == 2:
+            _check("backgrounds", backgrounds, (C, 3))
+        else:
+            _check("backgrounds", backgrounds, (C, height, width, 3))
+    if backend == "gsplat" and not gsplat_available():
+        raise RenderError("backend='gsplat' needs CUDA and the gsplat package (pip install 'real-is-sim[gsplat]'); "
+                          "use backend='cpu' or 'auto'")
+    if backend == "gsplat" or (backend == "auto" and gsplat_available()):
+        from real_is_sim.render.gsplat_backend import rasterize_gsplat
+
+        return rasterize_gsplat(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
+                                backgrounds, near_plane, far_plane, eps2d)
+    return _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
+                          backgrounds, near_plane, far_plane, eps2d, tile_size)
+
+
+def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
+                   backgrounds, near_plane, far_plane, eps2d, tile_size):
+    f32 = lambda t: t.float()  # noqa: E731
+    means, quats, scales, opacities, colors, viewmats, Ks = map(f32, (means, quats, scales, opacities, colors, viewmats, Ks))
+    C, N = viewmats.shape[0], means.shape[0]
+    projected = project(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane, far_plane)
+    rgb, alpha, tiles = cpu_backend.composite(projected, opacities.expand(C, N), colors.expand(C, N, 3),
+                                              width, height, tile_size)
+    alpha = alpha[..., None]
+    if backgrounds is not None:
+        bg = backgrounds.float()
+        rgb = rgb + (1.0 - alpha) * (bg[:, None, None, :] if bg.ndim == 2 else bg)
+    meta = {"backend": "cpu", "means2d": projected.means2d, "conics": projected.conics, "depths": projected.depths,
+            "radii": projected.radii, "tiles": tiles, "width": width, "height": height, "tile_size": tile_size}
+    return rgb, alpha, meta
