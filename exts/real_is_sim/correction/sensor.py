@@ -1,0 +1,252 @@
+"""The visual-force sensor: render, compare with the real frames, optimise Gaussian copies, output wrenches.
+
+Each control tick (Embodied Gaussians, steps 1-3 of the loop):
+1. pose the object Gaussians on the twin's current body poses and render them (with the robot and any
+   other fixed Gaussians as non-optimised occluders) over each camera's background image;
+2. minimise the photometric error against the latest frames for a few Adam iterations, moving *copies*
+   of the object Gaussians' means and quats (the twin's bodies are not touched);
+3. turn each Gaussian's displacement into a force on its body (:mod:`real_is_sim.correction.wrench`).
+The copies are thrown away at the next tick: the Gaussians are re-posed on the bodies after physics
+stepped (step 5). Adam's moment estimates persist across ticks, so consistent errors build momentum.
+
+Tracking health: the residual is the mean colour error inside each object's rendered silhouette at the
+twin's pose; confidence falls with it, and an object whose residual stays above ``lost_residual`` for
+``lost_after_ticks`` ticks is flagged lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from real_is_sim.correction.wrench import displacement_wrench
+from real_is_sim.errors import ConfigError
+from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud, quat_to_rotmat_wxyz
+from real_is_sim.render import rasterization
+
+LOSSES = ("l1", "robust_l1")
+
+
+@dataclass
+class VisualForceSensorCfg:
+    iterations: int = 3
+    lr_means: float = 0.0015
+    lr_quats: float = 0.001
+    kp: float = 4.0  # N/m per Gaussian (see wrench.py)
+    max_force: float = 10.0  # N, per body
+    max_torque: float = 1.0  # N m, per body
+    # "robust_l1" truncates the per-pixel error at outlier_threshold (zero gradient beyond it), so pixels the
+    # twin cannot explain (an unmodelled robot, a hand) do not pull the objects.
+    loss: str = "l1"
+    outlier_threshold: float = 0.35
+    backend: str = "auto"
+    residual_scale: float = 0.1  # confidence = exp(-residual / residual_scale)
+    lost_residual: float = 0.3
+    lost_after_ticks: int = 10
+    silhouette_alpha: float = 0.5
+
+    def __post_init__(self):
+        if self.iterations < 0:
+            raise ValueError(f"iterations must be >= 0, got {self.iterations}")
+        for name in ("lr_means", "lr_quats", "kp", "max_force", "max_torque", "residual_scale", "lost_residual"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
+        if self.lost_after_ticks < 1:
+            raise ValueError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
+
+
+@dataclass
+class SensorCamera:
+    """One calibrated view as the renderer needs it (OpenCV axes) and the empty scene seen from it."""
+
+    name: str
+    viewmat: np.ndarray  # (4, 4) world -> camera, OpenCV axes
+    K: np.ndarray  # (3, 3)
+    width: int
+    height: int
+    background: np.ndarray  # (H, W, 3) float in [0, 1], or (3,) constant colour
+
+    @classmethod
+    def from_info(cls, info, background) -> "SensorCamera":
+        """From a :class:`real_is_sim.cameras.CameraInfo` (OpenGL ``X_WC``) and the empty scene's image."""
+        return cls(info.serial, info.viewmat_opencv(), info.K, info.width, info.height, np.asarray(background))
+
+
+@dataclass
+class SensorReading:
+    wrench: np.ndarray  # (B, 6) force, torque in world frame about each body's COM
+    loss_before: float
+    loss_after: float
+    residual: np.ndarray  # (B,) mean colour error in each object's silhouette; nan where it is not visible
+    confidence: np.ndarray  # (B,) in [0, 1]
+    lost: np.ndarray  # (B,) bool
+    cameras_used: list[str] = field(default_factory=list)
+    cameras_rejected: dict[str, str] = field(default_factory=dict)  # name -> reason (missing, non-finite, shape)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.cameras_used) and not self.lost.any()
+
+
+class VisualForceSensor:
+    def __init__(self, cfg: VisualForceSensorCfg, cloud: GaussianCloud, cameras: list[SensorCamera], body_com: np.ndarray):
+        """``cloud``: the objects' Gaussians in their body frames (``body_ids`` index the twin's objects);
+        ``body_com``: ``(B, 3)`` centres of mass in the body frames."""
+        if not cameras:
+            raise ConfigError("VisualForceSensor needs at least one camera")
+        sizes = {(c.width, c.height) for c in cameras}
+        if len(sizes) != 1:
+            raise ConfigError(f"all cameras must share one resolution, got {sorted(sizes)}")
+        self.cfg = cfg
+        self.cloud = cloud
+        self.cameras = cameras
+        self.width, self.height = sizes.pop()
+        self.body_com = torch.as_tensor(np.asarray(body_com), dtype=torch.float32)
+        self.num_bodies = self.body_com.shape[0]
+        self._viewmats = torch.as_tensor(np.stack([c.viewmat for c in cameras]), dtype=torch.float32)
+        self._Ks = torch.as_tensor(np.stack([c.K for c in cameras]), dtype=torch.float32)
+        self._backgrounds = torch.stack([self._background_image(c) for c in cameras])
+        self._adam_state: dict[str, torch.Tensor] | None = None
+        self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
+
+    def _background_image(self, camera: SensorCamera) -> torch.Tensor:
+        bg = torch.as_tensor(np.asarray(camera.background), dtype=torch.float32)
+        if bg.shape == (3,):
+            bg = bg.expand(self.height, self.width, 3)
+        if bg.shape != (self.height, self.width, 3):
+            raise ConfigError(f"camera {camera.name}: background must be (3,) or ({self.height}, {self.width}, 3), got {tuple(bg.shape)}")
+        return bg.contiguous()
+
+    # ------------------------------------------------------------------ the tick
+    def update(self, body_poses: np.ndarray, frames: list[np.ndarray | None], occluders: GaussianCloud | None = None) -> SensorReading:
+        """One tick. ``body_poses``: ``(B, 7)`` twin poses (xyzw); ``frames``: one image per camera
+        (``HxWx3`` uint8 or float in [0, 1]) or None where the camera delivered nothing; ``occluders``: a static
+        (world-frame) cloud rendered with the objects but never optimised, e.g. the robot at its joints."""
+        poses = torch.as_tensor(np.asarray(body_poses), dtype=torch.float32)
+        if poses.shape != (self.num_bodies, 7) or not torch.isfinite(poses).all():
+            raise ValueError(f"body_poses must be finite with shape ({self.num_bodies}, 7), got {tuple(poses.shape)}")
+        targets, used, rejected = self._accept_frames(frames)
+        zero = np.zeros((self.num_bodies, 6))
+        if not used:
+            self._bad_ticks += 1  # no evidence: the twin runs on physics alone and health degrades
+            lost = self._bad_ticks >= self.cfg.lost_after_ticks
+            return SensorReading(zero, np.nan, np.nan, np.full(self.num_bodies, np.nan), np.zeros(self.num_bodies), lost, [], rejected)
+
+        view = [i for i, c in enumerate(self.cameras) if c.name in used]
+        means0, quats0 = pose_cloud(self.cloud, poses)
+        means = means0.detach().clone().requires_grad_(True)
+        quats = quats0.detach().clone().requires_grad_(True)
+        com_world = self._com_world(poses)
+        adam = self._optimizer(means, quats)
+        losses = []
+        for it in range(max(self.cfg.iterations, 1)):
+            image, _ = self._render(means, quats, occluders, view)
+            loss = self._photometric_loss(image, targets)
+            losses.append(float(loss.detach()))
+            if it == 0:
+                residual = self._residual(image.detach(), targets, means0, quats0, view)
+            if self.cfg.iterations == 0:
+                break
+            adam.zero_grad()
+            loss.backward()
+            adam.step()
+        self._remember(adam, means, quats)
+        wrench = displacement_wrench(
+            means0.detach(), means.detach(), self.cloud.body_ids, com_world,
+            self.cfg.kp, self.cfg.max_force, self.cfg.max_torque,
+        )
+        visible = np.isfinite(residual)
+        bad = visible & (residual > self.cfg.lost_residual)
+        self._bad_ticks = np.where(bad, self._bad_ticks + 1, np.where(visible, 0, self._bad_ticks))
+        confidence = np.where(visible, np.exp(-np.nan_to_num(residual) / max(self.cfg.residual_scale, 1e-9)), 0.0)
+        lost = self._bad_ticks >= self.cfg.lost_after_ticks
+        return SensorReading(wrench.double().numpy(), losses[0], losses[-1], residual, confidence, lost, used, rejected)
+
+    def reset_health(self) -> None:
+        """Forget past residuals and optimiser momentum (after the twin was re-initialised)."""
+        self._bad_ticks[:] = 0
+        self._adam_state = None
+
+    # ------------------------------------------------------------------ pieces
+    def _accept_frames(self, frames):
+        if len(frames) != len(self.cameras):
+            raise ValueError(f"expected {len(self.cameras)} frames (one per camera, None if missing), got {len(frames)}")
+        targets, used, rejected = [], [], {}
+        for camera, frame in zip(self.cameras, frames):
+            if frame is None:
+                rejected[camera.name] = "missing"
+                continue
+            image = np.asarray(frame)
+            if image.shape != (self.height, self.width, 3):
+                rejected[camera.name] = f"shape {image.shape} != ({self.height}, {self.width}, 3)"
+                continue
+            image = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
+            if not np.isfinite(image).all():
+                rejected[camera.name] = "non-finite pixels"
+                continue
+            targets.append(torch.from_numpy(image))
+            used.append(camera.name)
+        return (torch.stack(targets) if targets else None), used, rejected
+
+    def _com_world(self, poses: torch.Tensor) -> torch.Tensor:
+        R = quat_to_rotmat_wxyz(torch.cat([poses[:, 6:7], poses[:, 3:6]], dim=-1))
+        return poses[:, :3] + torch.einsum("bij,bj->bi", R, self.body_com)
+
+    def _render(self, means, quats, occluders, view, colors=None, with_occluders=True):
+        cloud = self.cloud
+        parts = [(means, quats, cloud.scales, cloud.opacities, cloud.colors if colors is None else colors)]
+        if occluders is not None and with_occluders:
+            occ_colors = occluders.colors if colors is None else torch.zeros_like(occluders.colors)
+            parts.append((occluders.means, occluders.quats, occluders.scales, occluders.opacities, occ_colors))
+        m, q, s, o, c = (torch.cat([p[k] for p in parts]) for k in range(5))
+        backgrounds = self._backgrounds[view] if colors is None else torch.zeros_like(self._backgrounds[view])
+        image, alpha, _ = rasterization(
+            m, q, s, o, c, self._viewmats[view], self._Ks[view], self.width, self.height,
+            backgrounds=backgrounds, backend=self.cfg.backend,
+        )
+        return image, alpha
+
+    def _photometric_loss(self, image: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        error = (image - targets).abs().mean(dim=-1)  # (C, H, W)
+        if self.cfg.loss == "robust_l1":
+            error = torch.where(error < self.cfg.outlier_threshold, error, error.detach())
+        return error.sum()
+
+    def _residual(self, image, targets, means0, quats0, view) -> np.ndarray:
+        """Mean colour error inside each body's silhouette, over the accepted views; nan if unseen."""
+        error = (image - targets).abs().mean(dim=-1)  # (C, H, W)
+        residual = np.full(self.num_bodies, np.nan)
+        with torch.no_grad():
+            for b in range(self.num_bodies):
+                onehot = (self.cloud.body_ids == b).float()[:, None].expand(-1, 3).contiguous()
+                _, coverage = self._render(means0.detach(), quats0.detach(), None, view, colors=onehot, with_occluders=False)
+                inside = coverage[..., 0] > self.cfg.silhouette_alpha
+                if inside.any():
+                    residual[b] = float(error[inside].mean())
+        return residual
+
+    def _optimizer(self, means, quats) -> torch.optim.Adam:
+        adam = torch.optim.Adam([{"params": [means], "lr": self.cfg.lr_means}, {"params": [quats], "lr": self.cfg.lr_quats}])
+        if self._adam_state is not None and self._adam_state["means_m"].shape == means.shape:
+            # Carry the moment estimates over from the last tick (the parameters themselves are reset).
+            for param, key in ((means, "means"), (quats, "quats")):
+                adam.state[param] = {
+                    "step": self._adam_state[f"{key}_step"].clone(),
+                    "exp_avg": self._adam_state[f"{key}_m"].clone(),
+                    "exp_avg_sq": self._adam_state[f"{key}_v"].clone(),
+                }
+        return adam
+
+    def _remember(self, adam, means, quats) -> None:
+        if means not in adam.state or not adam.state[means]:
+            return
+        self._adam_state = {}
+        for param, key in ((means, "means"), (quats, "quats")):
+            state = adam.state[param]
+            self._adam_state[f"{key}_step"] = torch.as_tensor(state["step"]).clone()
+            self._adam_state[f"{key}_m"] = state["exp_avg"].detach().clone()
+            self._adam_state[f"{key}_v"] = state["exp_avg_sq"].detach().clone()

@@ -1,0 +1,92 @@
+"""What the Franka looks like to a camera: Gaussians on its links' collision surfaces, posed by FK.
+
+The robot hides the block in the real views, so the visual-force sensor renders it as a non-optimised
+occluder, and the stand-in real world renders it into its camera frames. Its pose comes from the known
+joint positions (pinocchio forward kinematics on the same example-robot-data URDF as the twin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from real_is_sim.gaussians.cloud import STATIC_WORLD, GaussianCloud
+from real_is_sim.robot.franka import ARM_DOF, description_share_dir, panda_urdf_path
+from real_is_sim.transforms import pose_to_matrix
+
+# Links near the table: the ones that can come between a camera and the block in PushT.
+DEFAULT_LINKS = ("panda_link5", "panda_link6", "panda_link7", "panda_hand", "panda_leftfinger", "panda_rightfinger")
+
+
+@dataclass
+class RobotAppearanceCfg:
+    links: tuple[str, ...] = DEFAULT_LINKS
+    spacing: float = 0.012  # m between neighbouring Gaussians on a link surface
+    scale: float = 0.008  # isotropic standard deviation, m
+    opacity: float = 0.95
+    color: tuple[float, float, float] = (0.85, 0.85, 0.83)  # Franka white
+    seed: int = 0
+
+
+class RobotAppearance:
+    def __init__(self, cfg: RobotAppearanceCfg | None = None, base_pose: np.ndarray | None = None):
+        import pinocchio as pin
+        import trimesh
+
+        self.cfg = cfg or RobotAppearanceCfg()
+        urdf = str(panda_urdf_path())
+        self._pin = pin
+        self.model = pin.buildModelFromUrdf(urdf)
+        geom = pin.buildGeomFromUrdf(self.model, urdf, pin.GeometryType.COLLISION, package_dirs=[str(description_share_dir())])
+        self.data = self.model.createData()
+        self.X_WBase = pose_to_matrix(np.array([0, 0, 0, 0, 0, 0, 1.0]) if base_pose is None else base_pose)
+        rng = np.random.default_rng(self.cfg.seed)
+        points, frames = [], []
+        for obj in geom.geometryObjects:
+            link = self.model.frames[obj.parentFrame].name
+            if link not in self.cfg.links:
+                continue
+            if obj.meshPath and obj.meshPath.endswith((".stl", ".dae", ".obj")):
+                mesh = trimesh.load(obj.meshPath, force="mesh")
+                mesh.apply_scale(np.asarray(obj.meshScale))
+            else:
+                mesh = trimesh.creation.box(extents=2 * np.asarray(obj.geometry.halfSide))
+            count = max(8, int(mesh.area / self.cfg.spacing**2))
+            local, _ = trimesh.sample.sample_surface(mesh, count, seed=int(rng.integers(1 << 31)))
+            placement = obj.placement.homogeneous  # geometry in its parent frame
+            local_h = np.c_[local, np.ones(len(local))] @ placement.T
+            points.append(local_h[:, :3])
+            frames.append(np.full(len(local), obj.parentFrame))
+        self._local = np.concatenate(points)
+        self._frame_ids = np.concatenate(frames)
+        n = len(self._local)
+        c = self.cfg
+        self.scales = torch.full((n, 3), c.scale)
+        self.opacities = torch.full((n,), c.opacity)
+        self.colors = torch.tensor(c.color, dtype=torch.float32).expand(n, 3).contiguous()
+        self.quats = torch.tensor([1.0, 0.0, 0.0, 0.0]).expand(n, 4).contiguous()
+
+    def __len__(self) -> int:
+        return len(self._local)
+
+    def means(self, q_arm: np.ndarray, finger_width: float = 0.0) -> torch.Tensor:
+        """World positions ``(N, 3)`` of the robot's Gaussians at arm joints ``q_arm (7,)``."""
+        pin = self._pin
+        q = np.zeros(self.model.nq)
+        q[:ARM_DOF] = np.asarray(q_arm, dtype=np.float64)
+        q[ARM_DOF:] = finger_width / 2
+        pin.forwardKinematics(self.model, self.data, q)
+        pin.updateFramePlacements(self.model, self.data)
+        out = np.empty_like(self._local)
+        for frame_id in np.unique(self._frame_ids):
+            sel = self._frame_ids == frame_id
+            T = self.X_WBase @ self.data.oMf[int(frame_id)].homogeneous
+            out[sel] = self._local[sel] @ T[:3, :3].T + T[:3, 3]
+        return torch.as_tensor(out, dtype=torch.float32)
+
+    def cloud(self, q_arm: np.ndarray) -> GaussianCloud:
+        """The robot at ``q_arm`` as a static (world-frame, ``body_ids == -1``) cloud: an occluder."""
+        body_ids = torch.full((len(self),), STATIC_WORLD, dtype=torch.int64)
+        return GaussianCloud(self.means(q_arm), self.quats, self.scales, self.opacities, self.colors, body_ids)

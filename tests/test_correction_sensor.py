@@ -1,0 +1,138 @@
+"""The visual-force sensor on a small synthetic cell: frames are rendered from a known 'real' pose."""
+
+import numpy as np
+import pytest
+import torch
+
+from real_is_sim.correction.background import table_background
+from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor, VisualForceSensorCfg
+from real_is_sim.gaussians.cloud import STATIC_WORLD, GaussianCloud, pose_cloud
+from real_is_sim.gaussians.spheres import cloud_from_spheres
+from real_is_sim.render import rasterization
+
+W, H = 160, 90
+K = np.array([[80.0, 0.0, 80.0], [0.0, 80.0, 45.0], [0.0, 0.0, 1.0]])
+CENTER = np.array([0.45, 0.0, 0.0])
+
+
+def _t_block_cloud():
+    xs = np.arange(-0.09, 0.091, 0.015)
+    bar = [[x, y, 0.01] for x in xs for y in (0.0, 0.015, 0.03)]
+    stem = [[x, y, 0.01] for x in (-0.015, 0.0, 0.015) for y in np.arange(-0.13, -0.01, 0.015)]
+    centers = np.array(bar + stem)
+    return cloud_from_spheres(centers, np.full(len(centers), 0.01)), centers.mean(0)[None]
+
+
+def _look_at(eye, target):
+    f = target - eye
+    f /= np.linalg.norm(f)
+    r = np.cross(f, [0, 0, 1.0])
+    r /= np.linalg.norm(r)
+    X = np.eye(4)
+    X[:3, :3] = np.stack([r, np.cross(f, r), f], 1)
+    X[:3, 3] = eye
+    return np.linalg.inv(X)
+
+
+def _cameras():
+    cams = []
+    for i, az in enumerate((0.3, 2.4, 4.4)):
+        V = _look_at(CENTER + np.array([0.45 * np.cos(az), 0.45 * np.sin(az), 0.4]), CENTER)
+        cams.append(SensorCamera(f"cam{i}", V, K, W, H, table_background(K, V, W, H)))
+    return cams
+
+
+def _observe(cloud, cams, pose, occluder=None, as_float=False):
+    means, quats = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))
+    parts = [(means, quats, cloud.scales, cloud.opacities, cloud.colors)]
+    if occluder is not None:
+        parts.append((occluder.means, occluder.quats, occluder.scales, occluder.opacities, occluder.colors))
+    m, q, s, o, c = (torch.cat([p[k] for p in parts]) for k in range(5))
+    viewmats = torch.tensor(np.stack([c.viewmat for c in cams]), dtype=torch.float32)
+    Ks = torch.tensor(np.stack([c.K for c in cams]), dtype=torch.float32)
+    bg = torch.tensor(np.stack([c.background for c in cams]))
+    image, _, _ = rasterization(m, q, s, o, c, viewmats, Ks, W, H, backgrounds=bg)
+    if as_float:
+        return [im.numpy() for im in image]
+    return [(im.clamp(0, 1).numpy() * 255).round().astype(np.uint8) for im in image]
+
+
+def _pose(x=0.0, y=0.0):
+    return np.array([CENTER[0] + x, CENTER[1] + y, 0.0, 0.0, 0.0, 0.0, 1.0])
+
+
+@pytest.fixture(scope="module")
+def scene():
+    cloud, com = _t_block_cloud()
+    return cloud, com, _cameras()
+
+
+@pytest.mark.parametrize("offset", [(0.012, 0.0), (0.0, -0.012), (-0.008, 0.008)])
+def test_force_points_from_twin_pose_toward_observed_pose(scene, offset):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(*offset))
+    sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
+    force = sensor.update(_pose()[None], frames).wrench[0, :3]
+    direction = np.array([*offset, 0.0]) / np.linalg.norm(offset)
+    assert force[:2] @ direction[:2] > 0.7 * np.linalg.norm(force[:2]), (force, offset)
+
+
+def test_zero_error_gives_zero_force(scene):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(), as_float=True)  # exactly what the twin renders
+    reading = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com).update(_pose()[None], frames)
+    assert np.abs(reading.wrench).max() < 1e-6
+    assert reading.confidence[0] > 0.9 and not reading.lost[0]
+
+
+def test_clamp_holds(scene):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.02, 0.02))
+    cfg = VisualForceSensorCfg(max_force=0.05, max_torque=0.001)
+    wrench = VisualForceSensor(cfg, cloud, cams, com).update(_pose()[None], frames).wrench[0]
+    assert np.linalg.norm(wrench[:3]) <= 0.05 + 1e-6 and np.linalg.norm(wrench[3:]) <= 0.001 + 1e-7
+    assert np.linalg.norm(wrench[:3]) > 0.04  # a 2.8 cm error saturates it
+
+
+def test_nan_frame_and_missing_camera_are_flagged_not_fatal(scene):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.01, 0.0))
+    bad = frames[0].astype(np.float32) / 255
+    bad[10, 10, 0] = np.nan
+    sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
+    reading = sensor.update(_pose()[None], [bad, None, frames[2]])
+    assert reading.cameras_used == ["cam2"]
+    assert reading.cameras_rejected == {"cam0": "non-finite pixels", "cam1": "missing"}
+    assert reading.wrench[0, 0] > 0  # the remaining camera still corrects
+    nothing = sensor.update(_pose()[None], [None, None, None])
+    assert np.count_nonzero(nothing.wrench) == 0 and not nothing.ok
+
+
+def test_robot_occluder_keeps_a_hidden_block_from_being_pulled(scene):
+    cloud, com, cams = scene
+    # A grey blob just above the bar's right end hides it in every view: the twin knows it is there.
+    g = torch.Generator().manual_seed(0)
+    n = 300
+    means = torch.tensor([CENTER[0] + 0.07, 0.015, 0.05]) + (torch.rand(n, 3, generator=g) - 0.5) * torch.tensor([0.07, 0.07, 0.06])
+    occluder = GaussianCloud(means, torch.tensor([1.0, 0, 0, 0]).expand(n, 4).contiguous(), torch.full((n, 3), 0.008),
+                             torch.full((n,), 0.95), torch.full((n, 3), 0.85), torch.full((n,), STATIC_WORLD, dtype=torch.int64))
+    frames = _observe(cloud, cams, _pose(), occluder)  # the block has NOT moved
+    with_occluder = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com).update(_pose()[None], frames, occluder)
+    without = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com).update(_pose()[None], frames)
+    f_with, f_without = np.linalg.norm(with_occluder.wrench[0, :3]), np.linalg.norm(without.wrench[0, :3])
+    assert f_without > 0.2, f_without  # blind to the robot, the sensor drags a block that stands still
+    assert f_with < 0.25 * f_without, (f_with, f_without)
+
+
+def test_bad_config_and_bad_poses_give_one_clear_error(scene):
+    cloud, com, cams = scene
+    from real_is_sim.config import load_config
+    from real_is_sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown loss"):
+        load_config(VisualForceSensorCfg, {"loss": "l3"})
+    with pytest.raises(ConfigError, match="iterations"):
+        load_config(VisualForceSensorCfg, {"iterations": -1})
+    sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
+    with pytest.raises(ValueError, match="body_poses"):
+        sensor.update(np.full((1, 7), np.nan), [None] * 3)
