@@ -14,6 +14,7 @@ from real_is_sim.cameras.calibration import (
     save_extrinsics,
     save_video_metadata,
 )
+from real_is_sim.cameras.recorder import Recorder
 from real_is_sim.cameras.replay import VideoReplaySource
 from real_is_sim.cameras.sync import CameraSample, FrameSynchronizer, SyncedFrames
 from real_is_sim.cameras.video import VideoReader
@@ -25,6 +26,7 @@ __all__ = [
     "CameraSource",
     "Frame",
     "FrameSynchronizer",
+    "Recorder",
     "SyncedFrames",
     "VideoMetadata",
     "VideoReader",
