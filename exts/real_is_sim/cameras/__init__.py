@@ -14,7 +14,9 @@ from real_is_sim.cameras.calibration import (
     save_extrinsics,
     save_video_metadata,
 )
+from real_is_sim.cameras.realsense import CameraUnavailableError, RealSenseSource, list_realsense_devices
 from real_is_sim.cameras.recorder import Recorder
+from real_is_sim.cameras.rendered import RenderedSource
 from real_is_sim.cameras.replay import VideoReplaySource
 from real_is_sim.cameras.sync import CameraSample, FrameSynchronizer, SyncedFrames
 from real_is_sim.cameras.video import VideoReader
@@ -24,13 +26,17 @@ __all__ = [
     "CameraInfo",
     "CameraSample",
     "CameraSource",
+    "CameraUnavailableError",
     "Frame",
     "FrameSynchronizer",
+    "RealSenseSource",
     "Recorder",
+    "RenderedSource",
     "SyncedFrames",
     "VideoMetadata",
     "VideoReader",
     "VideoReplaySource",
+    "list_realsense_devices",
     "load_cameras_json",
     "load_extrinsics",
     "load_video_metadata",
