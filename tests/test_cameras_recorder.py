@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from real_is_sim.cameras import CameraInfo, Frame, Recorder, VideoReader, VideoReplaySource
-from real_is_sim.errors import DataError
+from real_is_sim.errors import DataError, RealIsSimError
 from real_is_sim.transforms import pose_to_matrix
 
 W, H = 160, 96
@@ -127,7 +127,7 @@ def test_recorder_rejects_bad_frames_and_overwrites(tmp_path):
     with pytest.raises(DataError, match="not after"):
         recorder.write(Frame("cam0", synthetic_image(1, 0), 1.0, 1))
     recorder.close()
-    with pytest.raises(DataError, match="closed"):
+    with pytest.raises(RealIsSimError, match="closed"):
         recorder.write(Frame("cam0", synthetic_image(2, 0), 2.0, 2))
     with pytest.raises(DataError, match="overwrite"):
         Recorder(tmp_path / "rec", cameras())

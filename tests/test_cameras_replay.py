@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from real_is_sim.cameras import FrameSynchronizer, VideoReplaySource, load_cameras_json, load_extrinsics
-from real_is_sim.errors import DataError
+from real_is_sim.errors import DataError, RealIsSimError
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,8 @@ def test_decoded_frames_are_rgb_and_random_access_matches_sequential(demo_dir):
         sequential = [src.frame(serial, i) for i in range(248, 254)]  # crosses the keyframe at 250
     with VideoReplaySource(demo_dir, serials=[serial]) as src:
         jumped = [src.frame(serial, i) for i in (252, 249, 253)]  # seek, go back, continue
+    with pytest.raises(RealIsSimError, match="closed"):
+        src.frame(serial, 0)
     by_index = {f.index: f for f in sequential}
     for f in jumped:
         assert f.image.shape == (270, 480, 3) and f.image.dtype == np.uint8

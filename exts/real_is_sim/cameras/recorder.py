@@ -28,7 +28,7 @@ import numpy as np
 
 from real_is_sim.cameras.base import CameraInfo, Frame
 from real_is_sim.cameras.calibration import VideoMetadata, save_cameras_json, save_video_metadata
-from real_is_sim.errors import DataError
+from real_is_sim.errors import DataError, RealIsSimError
 
 # 90 kHz: the usual video clock; frame timestamps (seconds) become presentation times on it.
 _TIME_BASE = Fraction(1, 90_000)
@@ -42,9 +42,9 @@ class _CameraTrack:
         self.info = info
         self.container = av.open(str(video_path), "w", format="mp4", options=dict(_MUXER_OPTIONS))
         # zerolatency: no lookahead or B-frames, so each frame's packet is muxed as soon as it is encoded.
-        self.stream = self.container.add_stream(
-            "libx264", rate=Fraction(fps).limit_denominator(1000), options={"preset": preset, "tune": "zerolatency", "crf": str(crf)}
-        )
+        # A keyframe every second of video bounds what a seek in the replay has to decode.
+        options = {"preset": preset, "tune": "zerolatency", "crf": str(crf), "g": str(max(1, round(fps)))}
+        self.stream = self.container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1000), options=options)
         self.stream.width, self.stream.height = info.width, info.height
         self.stream.pix_fmt = "yuv420p"
         self.stream.time_base = _TIME_BASE
@@ -120,7 +120,7 @@ class Recorder:
 
     def write(self, frame: Frame) -> None:
         if self._closed:
-            raise DataError(f"recording {self.out_dir} is closed")
+            raise RealIsSimError(f"recording {self.out_dir} is closed")
         track = self._tracks.get(frame.serial)
         if track is None:
             raise DataError(f"frame from camera {frame.serial}, which recording {self.out_dir} does not have")

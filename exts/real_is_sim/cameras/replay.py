@@ -11,7 +11,7 @@ import numpy as np
 from real_is_sim.cameras.base import CameraInfo, CameraSource, Frame
 from real_is_sim.cameras.calibration import load_cameras_json, load_video_metadata
 from real_is_sim.cameras.video import VideoReader
-from real_is_sim.errors import DataError
+from real_is_sim.errors import DataError, RealIsSimError
 
 
 class VideoReplaySource(CameraSource):
@@ -40,8 +40,9 @@ class VideoReplaySource(CameraSource):
             raise DataError(f"replay speed must be positive, got {speed}")
         self.recording_dir = Path(recording_dir)
         files = load_cameras_json(self.recording_dir / "cameras.json")
-        if serials is None:
-            serials = list(files)
+        serials = list(files) if serials is None else [serials] if isinstance(serials, str) else list(serials)
+        if not serials:
+            raise DataError(f"no cameras to replay from {self.recording_dir}")
         missing = [s for s in serials if s not in files]
         if missing:
             raise DataError(f"camera(s) {', '.join(missing)} not in {self.recording_dir / 'cameras.json'} (has {', '.join(files)})")
@@ -133,8 +134,10 @@ class VideoReplaySource(CameraSource):
 
     def frame(self, serial: str, index: int) -> Frame:
         """Frame ``index`` of camera ``serial`` (does not move the play head)."""
-        if serial not in self._readers:
+        if serial not in self._cameras:
             raise DataError(f"camera {serial} is not part of this replay (has {', '.join(self._cameras)})")
+        if serial not in self._readers:
+            raise RealIsSimError(f"replay of {self.recording_dir} is closed")
         if not 0 <= index < len(self._timestamps[serial]):
             raise IndexError(f"frame {index} out of range: camera {serial} has {len(self._timestamps[serial])} frames")
         image = self._readers[serial].read(int(index))
