@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from real_is_sim.cameras import CameraInfo, Frame, Recorder, VideoReader, VideoReplaySource
-from real_is_sim.errors import DataError, RealIsSimError
+from real_is_sim.errors import ConfigError, DataError, RealIsSimError
 from real_is_sim.transforms import pose_to_matrix
 
 W, H = 160, 96
@@ -131,6 +131,9 @@ def test_recorder_rejects_bad_frames_and_overwrites(tmp_path):
         recorder.write(Frame("cam0", synthetic_image(2, 0), 2.0, 2))
     with pytest.raises(DataError, match="overwrite"):
         Recorder(tmp_path / "rec", cameras())
+    with pytest.raises(ConfigError, match="preset"):
+        Recorder(tmp_path / "slow", cameras(), preset="glacial")
+    Recorder(tmp_path / "slow", cameras()).close()  # a failed start leaves no recording behind to refuse
     odd = CameraInfo("odd", K, W + 1, H, np.eye(4))
     with pytest.raises(DataError, match="even"):
         Recorder(tmp_path / "odd", [odd])

@@ -95,6 +95,13 @@ def test_realtime_replay_is_paced_by_the_wall_clock(demo_dir):
     assert len(frames) > 15
     # 0.4 s of recording at 4x speed cannot be delivered in much less than 0.1 s.
     assert wall >= (frames[-1].timestamp - 2.0) / 4.0 - 0.01
+    # poll() without a time reads the paced clock: after 50 ms of wall time, 0.2 s of recording is due.
+    with VideoReplaySource(demo_dir, serials=["234222302164"], realtime=True, speed=4.0) as src:
+        time.sleep(0.05)
+        polled = src.poll()
+        now = src.now()
+    assert polled and all(f.timestamp <= now for f in polled)
+    assert polled[-1].timestamp >= src.start_time + 0.2 - 0.02
 
 
 def test_synchronizer_picks_newest_frame_per_camera_at_each_tick(demo_dir, raw_meta):

@@ -28,7 +28,7 @@ import numpy as np
 
 from real_is_sim.cameras.base import CameraInfo, Frame
 from real_is_sim.cameras.calibration import VideoMetadata, save_cameras_json, save_video_metadata
-from real_is_sim.errors import DataError, RealIsSimError
+from real_is_sim.errors import ConfigError, DataError, RealIsSimError
 
 # 90 kHz: the usual video clock; frame timestamps (seconds) become presentation times on it.
 _TIME_BASE = Fraction(1, 90_000)
@@ -49,6 +49,11 @@ class _CameraTrack:
         self.stream.pix_fmt = "yuv420p"
         self.stream.time_base = _TIME_BASE
         self.stream.codec_context.time_base = _TIME_BASE  # else the encoder rounds pts to 1/fps
+        try:
+            self.stream.codec_context.open()  # now, so that a bad preset or crf fails here, not at the first frame
+        except av.FFmpegError as exc:
+            self.container.close()
+            raise ConfigError(f"x264 rejects the recorder settings {options}: {exc}") from None
         self.submitted: list[float] = []  # timestamps of frames given to the encoder
         self.muxed = 0  # how many of them are in the file
 
@@ -100,7 +105,6 @@ class Recorder:
             raise DataError(f"refusing to overwrite the recording in {self.out_dir}")
         (self.out_dir / "videos").mkdir(parents=True, exist_ok=True)
         self.flush_interval = float(flush_interval)
-        save_cameras_json(self.out_dir / "cameras.json", {info.serial: info.X_WC for info in infos})
         self._tracks: dict[str, _CameraTrack] = {}
         try:
             for info in infos:
@@ -109,6 +113,7 @@ class Recorder:
             for track in self._tracks.values():
                 track.container.close()
             raise
+        save_cameras_json(self.out_dir / "cameras.json", {info.serial: info.X_WC for info in infos})
         self._closed = False
         self.flush()
 
