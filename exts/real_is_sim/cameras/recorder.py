@@ -79,8 +79,9 @@ class Recorder:
 
     ``fps`` is the nominal camera rate (a rate-control hint for the encoder; the true times are the
     frames' timestamps). ``crf`` is x264's quality (lower is better; 18 is nearly transparent).
-    ``preset`` is x264's speed preset: "ultrafast" keeps up with three 90 Hz cameras on one core
-    (about 1.5 ms per 480x270 frame, measured; see docs/cameras.md) at larger files than slower presets.
+    ``preset`` is x264's speed preset: "ultrafast" (about 1.5-4 ms per 480x270 frame on a loaded
+    2-core machine; see docs/cameras.md) keeps up with three 90 Hz cameras, at larger files than
+    slower presets.
     """
 
     def __init__(
@@ -99,7 +100,9 @@ class Recorder:
             if info.width % 2 or info.height % 2:
                 raise DataError(f"camera {info.serial}: H.264 (yuv420p) needs even width and height, got {info.width}x{info.height}")
         if not fps > 0:
-            raise DataError(f"Recorder fps must be positive, got {fps}")
+            raise ConfigError(f"Recorder fps must be positive, got {fps}")
+        if not 0 < flush_interval < float("inf"):
+            raise ConfigError(f"Recorder flush_interval must be a positive number of seconds, got {flush_interval}")
         self.out_dir = Path(out_dir)
         if (self.out_dir / "cameras.json").exists():
             raise DataError(f"refusing to overwrite the recording in {self.out_dir}")
