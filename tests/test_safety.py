@@ -1,0 +1,153 @@
+"""SafetyFilter and SafeFollower: refusals, clamps, workspace box, watchdog, config validation."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from real_is_sim.config import load_config
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.robot import franka
+from real_is_sim.robot.follower import HealthStatus
+from real_is_sim.robot.safety import Clamp, Refusal, SafeFollower, SafetyCfg, SafetyFilter, ToolKinematics
+from real_is_sim.robot.simulated_follower import SimulatedFollower, SimulatedFollowerCfg
+
+
+@pytest.fixture(scope="module")
+def kinematics():
+    return ToolKinematics()
+
+
+def test_non_finite_stale_and_out_of_order_targets_are_refused_logged_and_counted(caplog):
+    safety = SafetyFilter(SafetyCfg(max_target_age_s=0.1))
+    nan_target = franka.Q_START.copy()
+    nan_target[2] = np.nan
+    with caplog.at_level(logging.WARNING, logger="real_is_sim.robot.safety"):
+        assert safety.check(nan_target, 1.0, 1.0).refusal is Refusal.NON_FINITE
+        assert safety.check(franka.Q_START, np.inf, 1.0).refusal is Refusal.NON_FINITE
+        assert safety.check(franka.Q_START, 0.5, 1.0).refusal is Refusal.STALE
+        assert safety.check(franka.Q_START, 1.0, 1.0).accepted
+        assert safety.check(franka.Q_START, 0.99, 1.0).refusal is Refusal.OUT_OF_ORDER
+    assert safety.refusals == {Refusal.NON_FINITE: 2, Refusal.STALE: 1, Refusal.OUT_OF_ORDER: 1}
+    reasons = [record.getMessage() for record in caplog.records]
+    assert len(reasons) == 4 and "stale" in reasons[2] and "0.500 s old" in reasons[2]
+
+
+def test_out_of_limit_targets_are_clamped_into_the_margin_or_refused():
+    target = franka.Q_START.copy()
+    target[0] = 3.2  # beyond Q_MAX[0] = 2.8973
+    clamping = SafetyFilter(SafetyCfg(joint_margin_rad=0.05, max_step_rad=1.0))
+    decision = clamping.check(target, 0.0, 0.0)
+    assert decision.accepted and Clamp.JOINT_LIMITS in decision.clamps
+    assert decision.q[0] == pytest.approx(franka.Q_MAX[0] - 0.05)
+    assert np.array_equal(decision.q[1:], target[1:])
+    refusing = SafetyFilter(SafetyCfg(clamp_to_limits=False))
+    decision = refusing.check(target, 0.0, 0.0)
+    assert not decision.accepted and decision.refusal is Refusal.OUT_OF_LIMITS and "joint1" in decision.detail
+
+
+def test_the_step_between_consecutive_targets_is_limited():
+    safety = SafetyFilter(SafetyCfg(max_step_rad=0.05))
+    safety.reset(franka.Q_START)
+    far = franka.Q_START + np.array([0.3, -0.3, 0.01, 0, 0, 0, 0])
+    first = safety.check(far, 0.0, 0.0)
+    assert Clamp.STEP in first.clamps
+    assert np.allclose(first.q - franka.Q_START, [0.05, -0.05, 0.01, 0, 0, 0, 0])
+    second = safety.check(far, 0.01, 0.01)  # the next one steps on from the last accepted target
+    assert np.allclose(second.q - franka.Q_START, [0.1, -0.1, 0.01, 0, 0, 0, 0])
+
+
+def test_the_tool_must_stay_inside_the_workspace_box(kinematics):
+    tool_at_home = kinematics.tool_position(franka.Q_START)
+    assert 0.0 < tool_at_home[2] < 0.5  # above the table, pointing down at it
+    # the tool frame's z axis points down at home: a 10 cm pusher offset lowers the tool point by ~10 cm
+    pusher = ToolKinematics(tool_offset_m=(0.0, 0.0, 0.1)).tool_position(franka.Q_START)
+    assert pusher[2] == pytest.approx(tool_at_home[2] - 0.1, abs=1e-3)
+    box_min = tool_at_home - 0.05
+    box_max = tool_at_home + 0.05
+    safety = SafetyFilter(SafetyCfg(workspace_min=box_min.tolist(), workspace_max=box_max.tolist(), max_step_rad=1.0))
+    rng = np.random.default_rng(1)
+    inside = outside = 0
+    for i in range(200):
+        target = franka.Q_START + rng.normal(0.0, 0.08, 7)
+        tool = kinematics.tool_position(target)
+        in_box = bool(np.all(tool >= box_min) and np.all(tool <= box_max))
+        decision = safety.check(target, float(i), float(i))
+        assert decision.accepted == in_box
+        if not in_box:
+            assert decision.refusal is Refusal.OUTSIDE_WORKSPACE
+        inside += in_box
+        outside += not in_box
+    assert inside > 20 and outside > 20  # both sides were exercised
+    assert safety.refusals[Refusal.OUTSIDE_WORKSPACE] == outside
+
+
+def test_wrong_shape_raises_one_clear_error():
+    with pytest.raises(DataError, match=r"shape \(7,\)"):
+        SafetyFilter().check(np.zeros((2, 7)), 0.0, 0.0)
+
+
+def stepped_safe_follower(**safety) -> SafeFollower:
+    follower = SafeFollower(SimulatedFollower(SimulatedFollowerCfg()), SafetyCfg(**safety))
+    follower.start()
+    return follower
+
+
+def test_watchdog_holds_then_stops_when_the_twin_goes_silent():
+    follower = stepped_safe_follower(watchdog_timeout_s=0.05, watchdog_stop_after_s=0.3)
+    target = franka.Q_START.copy()
+    target[0] -= 0.09
+    for k in range(10):  # 60 Hz targets moving the arm, then silence
+        follower.send(franka.Q_START + (target - franka.Q_START) * (k + 1) / 10, follower.now())
+        follower.step_to((k + 1) / 60)
+    last_send = 9 / 60
+    assert follower.health().ok
+    follower.step_to(1.0)
+    (hold_event, hold_time), (stop_event, stop_time) = follower.watchdog_events
+    assert hold_event == "hold" and hold_time - (last_send + 0.05) == pytest.approx(0.0, abs=0.0011)
+    assert stop_event == "stop" and stop_time - hold_time == pytest.approx(0.3, abs=0.0011)
+    assert follower.health().status is HealthStatus.STOPPED
+    assert np.allclose(follower.read_state().qd, 0.0, atol=1e-6)
+    assert follower.send(target, follower.now()).refusal is Refusal.STOPPED
+    follower.start()
+    assert follower.health().ok and follower.send(target, follower.now()).accepted
+
+
+def test_a_fresh_target_during_the_hold_resumes_following():
+    follower = stepped_safe_follower(watchdog_timeout_s=0.05, watchdog_stop_after_s=1.0)
+    follower.step_to(0.1)
+    assert follower.health().status is HealthStatus.WATCHDOG_HOLD
+    target = franka.Q_START + 0.02
+    assert follower.send(target, follower.now()).accepted
+    assert follower.health().ok
+    for _ in range(60):  # keep sending at 60 Hz: no second hold
+        follower.send(target, follower.now())
+        follower.advance(1 / 60)
+    assert [event for event, _ in follower.watchdog_events] == ["hold"]
+    assert np.allclose(follower.read_state().q, target, atol=1e-4)
+
+
+def test_refused_targets_also_trip_the_watchdog():
+    follower = stepped_safe_follower(watchdog_timeout_s=0.05)
+    for _ in range(10):
+        follower.send(np.full(7, np.nan), follower.now())
+        follower.advance(1 / 60)
+    assert follower.health().status is HealthStatus.WATCHDOG_HOLD
+    assert follower.refusals[Refusal.NON_FINITE] == 10
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ({"max_step_rad": 0.0}, "max_step_rad"),
+        ({"watchdog_timeout_s": -1.0}, "watchdog_timeout_s"),
+        ({"joint_margin_rad": 2.0}, "no room"),
+        ({"workspace_min": [0.0, 0.0]}, "workspace_min"),
+        ({"workspace_min": [1.0, 0.0, 0.0], "workspace_max": [0.5, 1.0, 1.0]}, "below workspace_max"),
+        ({"tool_offset_m": [0.0, "x", 0.0]}, "x"),
+        ({"watchdog": 1.0}, "watchdog"),
+    ],
+)
+def test_malformed_safety_config_gives_one_clear_error(source, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(SafetyCfg, source)
