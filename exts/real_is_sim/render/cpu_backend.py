@@ -1,39 +1,107 @@
-"""Our CPU rasterizer: screen tiles, per-tile depth-sorted Gaussian lists, Warp CPU kernels for the
-per-pixel alpha compositing and a hand-written backward (gsplat's semantics, see :mod:`.project`).
+"""Our CPU rasterizer (gsplat's classic-mode semantics, see :mod:`.project`), as Warp CPU kernels.
 
-Only tiles touched by some Gaussian's screen box are rasterized and differentiated; the rest of
-the image is background. Projection runs in torch (autograd); this module owns the 2D part.
+Pipeline, one torch autograd Function: project every (camera, Gaussian) in a Warp kernel (its
+backward is Warp's generated adjoint) -> bin the screen boxes into tiles, depth-sorted per tile
+(numpy, no gradient) -> alpha-composite only the tiles some Gaussian touches (Warp kernel) -> a
+hand-written backward kernel walks each pixel's list back to front. The rest of the image is
+background and costs nothing. Cameras can be composited in parallel threads: Warp's CPU launches
+release the GIL.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import warp as wp
 
-from real_is_sim.render.project import ALPHA_THRESHOLD, MAX_ALPHA, TRANSMITTANCE_THRESHOLD, Projected
+from real_is_sim.render.project import ALPHA_THRESHOLD, GAUSSIAN_EXTEND, MAX_ALPHA, TRANSMITTANCE_THRESHOLD
 
-TILE_SIZE = 16
+TILE_SIZE = 8  # measured on the T-block views: 8 px beats 4 px (binning cost) and 16 px (longer lists)
+
+
+@wp.kernel
+def _project(
+    means: wp.array(dtype=wp.vec3), quats: wp.array(dtype=wp.vec4), scales: wp.array(dtype=wp.vec3),
+    opacities: wp.array(dtype=float), viewmats: wp.array(dtype=wp.mat44), Ks: wp.array(dtype=wp.mat33),
+    n_gaussians: int, width: int, height: int, eps2d: float, near_plane: float, far_plane: float,
+    means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), depths: wp.array(dtype=float),
+    radii: wp.array(dtype=wp.vec2i),
+):
+    tid = wp.tid()
+    cam = tid // n_gaussians
+    n = tid - cam * n_gaussians
+    V = viewmats[cam]
+    Rv = wp.mat33(V[0, 0], V[0, 1], V[0, 2], V[1, 0], V[1, 1], V[1, 2], V[2, 0], V[2, 1], V[2, 2])
+    p = Rv * means[n] + wp.vec3(V[0, 3], V[1, 3], V[2, 3])
+    q = wp.normalize(quats[n])
+    w = q[0]
+    x = q[1]
+    y = q[2]
+    z = q[3]
+    R = wp.mat33(1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y),
+                 2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x),
+                 2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y))
+    M = R * wp.diag(scales[n])
+    cov_c = Rv * (M * wp.transpose(M)) * wp.transpose(Rv)
+    K = Ks[cam]
+    fx = K[0, 0]
+    fy = K[1, 1]
+    cx = K[0, 2]
+    cy = K[1, 2]
+    depth = p[2]
+    in_depth = depth > near_plane and depth < far_plane
+    zs = wp.where(in_depth, depth, 1.0)  # keeps culled Gaussians' maths (and adjoints) finite
+    tan_fovx = 0.5 * float(width) / fx
+    tan_fovy = 0.5 * float(height) / fy
+    tx = zs * wp.clamp(p[0] / zs, -(cx / fx + 0.3 * tan_fovx), (float(width) - cx) / fx + 0.3 * tan_fovx)
+    ty = zs * wp.clamp(p[1] / zs, -(cy / fy + 0.3 * tan_fovy), (float(height) - cy) / fy + 0.3 * tan_fovy)
+    j0 = wp.vec3(fx / zs, 0.0, -fx * tx / (zs * zs))
+    j1 = wp.vec3(0.0, fy / zs, -fy * ty / (zs * zs))
+    a = wp.dot(j0, cov_c * j0) + eps2d
+    b = wp.dot(j0, cov_c * j1)
+    c = wp.dot(j1, cov_c * j1) + eps2d
+    det = a * c - b * b
+    positive = det > 0.0
+    det_s = wp.where(positive, det, 1.0)
+    conics[tid] = wp.vec3(c / det_s, -b / det_s, a / det_s)
+    m2 = wp.vec2(fx * p[0] / zs + cx, fy * p[1] / zs + cy)
+    means2d[tid] = m2
+    depths[tid] = depth
+    # opacity-aware screen box, as gsplat: outside it alpha < 1/255
+    opac = opacities[n]
+    extend = wp.min(GAUSSIAN_EXTEND, wp.sqrt(2.0 * wp.log(wp.max(opac, ALPHA_THRESHOLD) / ALPHA_THRESHOLD)))
+    rx = wp.ceil(extend * wp.sqrt(wp.max(a, 0.0)))
+    ry = wp.ceil(extend * wp.sqrt(wp.max(c, 0.0)))
+    inside = m2[0] + rx > 0.0 and m2[0] - rx < float(width) and m2[1] + ry > 0.0 and m2[1] - ry < float(height)
+    keep = in_depth and positive and opac >= ALPHA_THRESHOLD and inside and rx > 0.0 and ry > 0.0
+    radii[tid] = wp.where(keep, wp.vec2i(int(rx), int(ry)), wp.vec2i(0, 0))
+
+
+@wp.func
+def _pixel_of(active: int, local: int, tile_keys: wp.array(dtype=wp.int32), tiles_x: int, tiles_per_camera: int,
+              tile_size: int):
+    key = tile_keys[active]
+    cam = key // tiles_per_camera
+    tile = key - cam * tiles_per_camera
+    return wp.vec3i(cam, (tile % tiles_x) * tile_size + local % tile_size, (tile // tiles_x) * tile_size + local // tile_size)
 
 
 @wp.kernel(enable_backward=False)
 def _composite_forward(
     means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), opacities: wp.array(dtype=float),
-    colors: wp.array(dtype=wp.vec3), flatten_ids: wp.array(dtype=wp.int32),
+    colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float), flatten_ids: wp.array(dtype=wp.int32),
     tile_keys: wp.array(dtype=wp.int32), tile_starts: wp.array(dtype=wp.int32), tile_ends: wp.array(dtype=wp.int32),
-    width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
+    first_tile: int, width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
     out_rgb: wp.array(dtype=wp.vec3), out_T: wp.array(dtype=float), out_count: wp.array(dtype=wp.int32),
 ):
     tid = wp.tid()
-    pixels_per_tile = tile_size * tile_size
-    active = tid // pixels_per_tile
-    local = tid - active * pixels_per_tile
-    key = tile_keys[active]
-    camera = key // tiles_per_camera
-    tile = key - camera * tiles_per_camera
-    x = (tile % tiles_x) * tile_size + local % tile_size
-    y = (tile // tiles_x) * tile_size + local // tile_size
+    active = first_tile + tid // (tile_size * tile_size)
+    where = _pixel_of(active, tid % (tile_size * tile_size), tile_keys, tiles_x, tiles_per_camera, tile_size)
+    x = where[1]
+    y = where[2]
     if x >= width or y >= height:
         return
     px = float(x) + 0.5
@@ -49,8 +117,10 @@ def _composite_forward(
         dx = m[0] - px
         dy = m[1] - py
         sigma = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
+        if sigma < 0.0 or sigma > log_opacity_limits[g]:  # alpha < 1/255 for sure: skip the exp
+            continue
         alpha = wp.min(MAX_ALPHA, opacities[g] * wp.exp(-sigma))
-        if sigma < 0.0 or alpha < ALPHA_THRESHOLD:
+        if alpha < ALPHA_THRESHOLD:
             continue
         next_T = T * (1.0 - alpha)
         if next_T <= TRANSMITTANCE_THRESHOLD:
@@ -58,7 +128,7 @@ def _composite_forward(
         rgb = rgb + colors[g] * (alpha * T)
         T = next_T
         count = i - start + 1
-    pixel = (camera * height + y) * width + x
+    pixel = (where[0] * height + y) * width + x
     out_rgb[pixel] = rgb
     out_T[pixel] = T
     out_count[pixel] = count
@@ -67,28 +137,25 @@ def _composite_forward(
 @wp.kernel(enable_backward=False)
 def _composite_backward(
     means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), opacities: wp.array(dtype=float),
-    colors: wp.array(dtype=wp.vec3), flatten_ids: wp.array(dtype=wp.int32),
+    colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float), flatten_ids: wp.array(dtype=wp.int32),
     tile_keys: wp.array(dtype=wp.int32), tile_starts: wp.array(dtype=wp.int32),
-    width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
+    first_tile: int, width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
     final_T: wp.array(dtype=float), counts: wp.array(dtype=wp.int32),
     v_rgb: wp.array(dtype=wp.vec3), v_alpha: wp.array(dtype=float),
     v_means2d: wp.array(dtype=wp.vec2), v_conics: wp.array(dtype=wp.vec3), v_opacities: wp.array(dtype=float),
     v_colors: wp.array(dtype=wp.vec3),
 ):
+    # v_opacities, v_colors are per (camera, Gaussian) like v_means2d: threads of different cameras never share an entry
     tid = wp.tid()
-    pixels_per_tile = tile_size * tile_size
-    active = tid // pixels_per_tile
-    local = tid - active * pixels_per_tile
-    key = tile_keys[active]
-    camera = key // tiles_per_camera
-    tile = key - camera * tiles_per_camera
-    x = (tile % tiles_x) * tile_size + local % tile_size
-    y = (tile // tiles_x) * tile_size + local // tile_size
+    active = first_tile + tid // (tile_size * tile_size)
+    where = _pixel_of(active, tid % (tile_size * tile_size), tile_keys, tiles_x, tiles_per_camera, tile_size)
+    x = where[1]
+    y = where[2]
     if x >= width or y >= height:
         return
-    pixel = (camera * height + y) * width + x
-    n = counts[pixel]
-    if n == 0:
+    pixel = (where[0] * height + y) * width + x
+    count = counts[pixel]
+    if count == 0:
         return
     px = float(x) + 0.5
     py = float(y) + 0.5
@@ -98,13 +165,15 @@ def _composite_backward(
     g_rgb = v_rgb[pixel]
     g_alpha = v_alpha[pixel]
     start = tile_starts[active]
-    for j in range(n):  # back to front over the Gaussians the forward pass blended
-        g = flatten_ids[start + n - 1 - j]
+    for j in range(count):  # back to front over the Gaussians the forward pass blended
+        g = flatten_ids[start + count - 1 - j]
         m = means2d[g]
         q = conics[g]
         dx = m[0] - px
         dy = m[1] - py
         sigma = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
+        if sigma < 0.0 or sigma > log_opacity_limits[g]:
+            continue
         vis = wp.exp(-sigma)
         raw_alpha = opacities[g] * vis
         alpha = wp.min(MAX_ALPHA, raw_alpha)
@@ -114,110 +183,154 @@ def _composite_backward(
         T = T / one_minus  # transmittance in front of this Gaussian
         weight = alpha * T
         c = colors[g]
-        wp.atomic_add(v_colors, g, g_rgb * weight)
+        v_colors[g] = v_colors[g] + g_rgb * weight
         v_a = wp.dot(g_rgb, c * T - behind / one_minus) + g_alpha * T_final / one_minus
         behind = behind + c * weight
         if raw_alpha <= MAX_ALPHA:
-            wp.atomic_add(v_opacities, g, vis * v_a)
+            v_opacities[g] = v_opacities[g] + vis * v_a
             v_sigma = -alpha * v_a
-            wp.atomic_add(v_conics, g, wp.vec3(0.5 * dx * dx * v_sigma, dx * dy * v_sigma, 0.5 * dy * dy * v_sigma))
-            wp.atomic_add(v_means2d, g, wp.vec2(v_sigma * (q[0] * dx + q[1] * dy), v_sigma * (q[1] * dx + q[2] * dy)))
+            v_conics[g] = v_conics[g] + wp.vec3(0.5 * dx * dx * v_sigma, dx * dy * v_sigma, 0.5 * dy * dy * v_sigma)
+            v_means2d[g] = v_means2d[g] + wp.vec2(v_sigma * (q[0] * dx + q[1] * dy), v_sigma * (q[1] * dx + q[2] * dy))
 
 
 @dataclass
 class TileLists:
-    """Which Gaussians (flattened camera * N + index, depth-sorted) touch each active tile."""
+    """Which Gaussians (flattened camera * N + index, front to back) touch each active tile."""
 
-    flatten_ids: torch.Tensor  # [M] int32
-    tile_keys: torch.Tensor  # [A] int32: camera * tiles_per_camera + tile_y * tiles_x + tile_x
-    tile_starts: torch.Tensor  # [A] int32
-    tile_ends: torch.Tensor  # [A] int32
+    flatten_ids: np.ndarray  # [M] int32
+    tile_keys: np.ndarray  # [A] int32, sorted: camera * tiles_per_camera + tile_y * tiles_x + tile_x
+    tile_starts: np.ndarray  # [A] int32
+    tile_ends: np.ndarray  # [A] int32
+    camera_tiles: np.ndarray  # [C + 1] int64: active tiles of camera c are camera_tiles[c]:camera_tiles[c+1]
     tiles_x: int
     tiles_y: int
     tile_size: int
 
 
-@torch.no_grad()
-def bin_into_tiles(projected: Projected, width: int, height: int, tile_size: int = TILE_SIZE) -> TileLists:
-    C, N = projected.depths.shape
+def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n_cameras: int, n_gaussians: int,
+                   width: int, height: int, tile_size: int) -> TileLists:
     tiles_x = (width + tile_size - 1) // tile_size
     tiles_y = (height + tile_size - 1) // tile_size
-    cam, gid = torch.nonzero((projected.radii > 0).all(-1), as_tuple=True)
-    order = torch.argsort(projected.depths[cam, gid], stable=True)  # front to back
-    cam, gid = cam[order], gid[order]
-    m = projected.means2d.detach()[cam, gid] / tile_size
-    r = projected.radii[cam, gid].to(m.dtype) / tile_size
-    x0 = torch.floor(m[:, 0] - r[:, 0]).clamp(0, tiles_x).long()
-    x1 = torch.ceil(m[:, 0] + r[:, 0]).clamp(0, tiles_x).long()
-    y0 = torch.floor(m[:, 1] - r[:, 1]).clamp(0, tiles_y).long()
-    y1 = torch.ceil(m[:, 1] + r[:, 1]).clamp(0, tiles_y).long()
+    tiles_per_camera = tiles_x * tiles_y
+    visible = np.flatnonzero((radii > 0).all(axis=1))
+    order = visible[np.argsort(depths[visible], kind="stable")]  # front to back
+    m = means2d[order] / tile_size
+    r = radii[order] / tile_size
+    x0 = np.clip(np.floor(m[:, 0] - r[:, 0]), 0, tiles_x).astype(np.int64)
+    x1 = np.clip(np.ceil(m[:, 0] + r[:, 0]), 0, tiles_x).astype(np.int64)
+    y0 = np.clip(np.floor(m[:, 1] - r[:, 1]), 0, tiles_y).astype(np.int64)
+    y1 = np.clip(np.ceil(m[:, 1] + r[:, 1]), 0, tiles_y).astype(np.int64)
     span_x = x1 - x0
     per_gaussian = span_x * (y1 - y0)
-    owner = torch.repeat_interleave(torch.arange(len(cam)), per_gaussian)
-    first = torch.cumsum(per_gaussian, 0) - per_gaussian
-    local = torch.arange(len(owner)) - first[owner]
+    owner = np.repeat(np.arange(len(order)), per_gaussian)
+    local = np.arange(len(owner)) - np.repeat(np.cumsum(per_gaussian) - per_gaussian, per_gaussian)
     tile_x = x0[owner] + local % span_x[owner]
     tile_y = y0[owner] + local // span_x[owner]
-    tiles_per_camera = tiles_x * tiles_y
-    keys = cam[owner] * tiles_per_camera + tile_y * tiles_x + tile_x
-    keys, by_tile = torch.sort(keys, stable=True)  # stable: stays front to back within a tile
-    flatten_ids = (cam * N + gid)[owner[by_tile]]
-    tile_keys, tile_counts = torch.unique_consecutive(keys, return_counts=True)
-    tile_ends = torch.cumsum(tile_counts, 0)
-    return TileLists(flatten_ids.int(), tile_keys.int(), (tile_ends - tile_counts).int(), tile_ends.int(),
-                     tiles_x, tiles_y, tile_size)
+    keys = (order[owner] // n_gaussians) * tiles_per_camera + tile_y * tiles_x + tile_x
+    by_tile = np.argsort(keys, kind="stable")  # stable: stays front to back within a tile
+    keys = keys[by_tile]
+    tile_keys, tile_starts, tile_counts = np.unique(keys, return_index=True, return_counts=True)
+    camera_tiles = np.searchsorted(tile_keys, np.arange(n_cameras + 1) * tiles_per_camera)
+    return TileLists(order[owner[by_tile]].astype(np.int32), tile_keys.astype(np.int32), tile_starts.astype(np.int32),
+                     (tile_starts + tile_counts).astype(np.int32), camera_tiles, tiles_x, tiles_y, tile_size)
 
 
-def _wp(t: torch.Tensor, dtype=wp.float32):
-    wp.init()  # idempotent; Warp needs it before wrapping torch memory
-    return wp.from_torch(t.detach().contiguous(), dtype=dtype, requires_grad=False)
+def _per_view_arrays(opacities: torch.Tensor, colors: torch.Tensor, n_cameras: int):
+    """Opacities [C*N], colours [C*N, 3] and the sigma beyond which alpha < 1/255, ln(255 opacity) [C*N]."""
+    opacities = opacities.repeat(n_cameras).contiguous()
+    limits = torch.log(opacities / ALPHA_THRESHOLD) + 1e-3  # margin: the exact alpha test decides near the edge
+    return opacities, colors.repeat(n_cameras, 1).contiguous(), limits
 
 
-class _Composite(torch.autograd.Function):
-    """Alpha compositing of projected Gaussians: -> (rgb [C,H,W,3] without background, alpha [C,H,W])."""
+_pool: ThreadPoolExecutor | None = None
+
+
+def _for_each_camera(work, n_cameras: int, threads: int) -> None:
+    """Run work(c) for every camera, in up to ``threads`` threads (Warp CPU launches release the GIL)."""
+    global _pool
+    if threads <= 1 or n_cameras <= 1:
+        for c in range(n_cameras):
+            work(c)
+        return
+    if _pool is None or _pool._max_workers < threads:
+        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="real_is_sim_render")
+    for future in [_pool.submit(work, c) for c in range(n_cameras)]:
+        future.result()
+
+
+def _wp(t, dtype=wp.float32):
+    wp.init()  # idempotent; Warp needs it before wrapping memory
+    if isinstance(t, np.ndarray):
+        return wp.array(t, dtype=dtype, device="cpu", copy=False)
+    return wp.from_torch(t, dtype=dtype, requires_grad=False)
+
+
+class RasterizeCPU(torch.autograd.Function):
+    """(means, quats, scales, opacities, colors) -> (rgb [C,H,W,3] without background, alpha [C,H,W,1])."""
 
     @staticmethod
-    def forward(ctx, means2d, conics, opacities, colors, tiles: TileLists, width: int, height: int):
-        C, N = opacities.shape
-        rgb = torch.zeros(C * height * width, 3)
-        T = torch.ones(C * height * width)
+    def forward(ctx, means, quats, scales, opacities, colors, viewmats, Ks, settings):
+        width, height, eps2d, near_plane, far_plane, tile_size, threads = settings
+        C, N = viewmats.shape[0], means.shape[0]
+        inputs = [t.detach().float().contiguous() for t in (means, quats, scales, opacities, colors, viewmats, Ks)]
+        means2d, conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
+        depths, radii = torch.zeros(C * N), torch.zeros(C * N, 2, dtype=torch.int32)
+        project_args = [_wp(inputs[0], wp.vec3), _wp(inputs[1], wp.vec4), _wp(inputs[2], wp.vec3), _wp(inputs[3]),
+                        _wp(inputs[5], wp.mat44), _wp(inputs[6], wp.mat33), N, width, height, eps2d, near_plane, far_plane]
+        projected = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)]
+        wp.launch(_project, dim=C * N, inputs=project_args, outputs=projected, device="cpu")
+        tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), C, N, width, height, tile_size)
+        rgb, T = torch.zeros(C * height * width, 3), torch.ones(C * height * width)
         counts = torch.zeros(C * height * width, dtype=torch.int32)
-        flat = (means2d.reshape(-1, 2).float().contiguous(), conics.reshape(-1, 3).float().contiguous(),
-                opacities.reshape(-1).float().contiguous(), colors.reshape(-1, 3).float().contiguous())
         tile_args = [_wp(tiles.flatten_ids, wp.int32), _wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
-        geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tiles.tile_size]
-        n_threads = len(tiles.tile_keys) * tiles.tile_size**2
-        if n_threads:
-            wp.launch(_composite_forward, dim=n_threads, device="cpu",
-                      inputs=[_wp(flat[0], wp.vec2), _wp(flat[1], wp.vec3), _wp(flat[2]), _wp(flat[3], wp.vec3),
-                              *tile_args, _wp(tiles.tile_ends, wp.int32), *geometry],
-                      outputs=[_wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)])
-        ctx.save_for_backward(*flat, T, counts)
-        ctx.tiles, ctx.tile_args, ctx.geometry, ctx.n_threads = tiles, tile_args, geometry, n_threads
-        ctx.shapes = (means2d.shape, conics.shape, opacities.shape, colors.shape)
-        return rgb.reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width)
+        geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
+        # per (camera, Gaussian) copies: the inner loops index by g without a modulo
+        per_view = _per_view_arrays(inputs[3], inputs[4], C)
+        gaussians = [projected[0], projected[1], *(_wp(t, d) for t, d in zip(per_view, (wp.float32, wp.vec3, wp.float32)))]
+        outputs = [_wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)]
+
+        def composite(c):
+            first, last = int(tiles.camera_tiles[c]), int(tiles.camera_tiles[c + 1])
+            wp.launch(_composite_forward, dim=(last - first) * tile_size**2, device="cpu",
+                      inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry], outputs=outputs)
+
+        _for_each_camera(composite, C, threads)
+        ctx.save_for_backward(*inputs, means2d, conics, depths, radii, T, counts, *per_view)
+        ctx.tiles, ctx.settings = tiles, settings
+        ctx.mark_non_differentiable(means2d, conics, depths, radii)
+        return rgb.reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width, 1), means2d, conics, depths, radii
 
     @staticmethod
-    def backward(ctx, v_rgb, v_alpha):
-        means2d, conics, opacities, colors, T, counts = ctx.saved_tensors
-        grads = [torch.zeros_like(means2d), torch.zeros_like(conics), torch.zeros_like(opacities), torch.zeros_like(colors)]
-        if ctx.n_threads:
-            v_rgb = torch.zeros(T.shape[0], 3) if v_rgb is None else v_rgb.reshape(-1, 3).float()
-            v_alpha = torch.zeros(T.shape[0]) if v_alpha is None else v_alpha.reshape(-1).float()
-            wp.launch(_composite_backward, dim=ctx.n_threads, device="cpu",
-                      inputs=[_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(opacities), _wp(colors, wp.vec3),
-                              *ctx.tile_args, *ctx.geometry, _wp(T), _wp(counts, wp.int32),
-                              _wp(v_rgb, wp.vec3), _wp(v_alpha)],
-                      outputs=[_wp(grads[0], wp.vec2), _wp(grads[1], wp.vec3), _wp(grads[2]), _wp(grads[3], wp.vec3)])
-        return (*(g.reshape(s) for g, s in zip(grads, ctx.shapes)), None, None, None)
+    def backward(ctx, v_rgb, v_alpha, *unused):
+        (means, quats, scales, opacities, colors, viewmats, Ks, means2d, conics, depths, radii, T, counts,
+         *per_view) = ctx.saved_tensors
+        width, height, eps2d, near_plane, far_plane, tile_size, threads = ctx.settings
+        tiles = ctx.tiles
+        C, N = viewmats.shape[0], means.shape[0]
+        v_means2d, v_conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
+        v_opacities, v_colors = torch.zeros(C * N), torch.zeros(C * N, 3)
+        v_rgb = torch.zeros(T.shape[0], 3) if v_rgb is None else v_rgb.reshape(-1, 3).float().contiguous()
+        v_alpha = torch.zeros(T.shape[0]) if v_alpha is None else v_alpha.reshape(-1).float().contiguous()
+        tile_args = [_wp(tiles.flatten_ids, wp.int32), _wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
+        geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
+        gaussians = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3),
+                     *(_wp(t, d) for t, d in zip(per_view, (wp.float32, wp.vec3, wp.float32)))]
+        per_pixel = [_wp(T), _wp(counts, wp.int32), _wp(v_rgb, wp.vec3), _wp(v_alpha)]
+        grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
 
+        def composite_backward(c):
+            first, last = int(tiles.camera_tiles[c]), int(tiles.camera_tiles[c + 1])
+            wp.launch(_composite_backward, dim=(last - first) * tile_size**2, device="cpu",
+                      inputs=[*gaussians, *tile_args, first, *geometry, *per_pixel], outputs=grads)
 
-def composite(projected: Projected, opacities: torch.Tensor, colors: torch.Tensor, width: int, height: int,
-              tile_size: int = TILE_SIZE):
-    """rgb [C,H,W,3] (no background) and alpha [C,H,W] of the projected Gaussians.
-
-    ``opacities`` [C, N] and ``colors`` [C, N, 3] per camera (expand shared ones: autograd sums them back).
-    """
-    tiles = bin_into_tiles(projected, width, height, tile_size)
-    rgb, alpha = _Composite.apply(projected.means2d, projected.conics, opacities, colors, tiles, width, height)
-    return rgb, alpha, tiles
+        _for_each_camera(composite_backward, C, threads)
+        v_means, v_quats, v_scales = torch.zeros(N, 3), torch.zeros(N, 4), torch.zeros(N, 3)
+        wp.launch(_project, dim=C * N, device="cpu", adjoint=True,
+                  inputs=[_wp(means, wp.vec3), _wp(quats, wp.vec4), _wp(scales, wp.vec3), _wp(opacities),
+                          _wp(viewmats, wp.mat44), _wp(Ks, wp.mat33), N, width, height, eps2d, near_plane, far_plane],
+                  outputs=[_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)],
+                  adj_inputs=[_wp(v_means, wp.vec3), _wp(v_quats, wp.vec4), _wp(v_scales, wp.vec3), None, None, None,
+                              0, 0, 0, 0.0, 0.0, 0.0],
+                  adj_outputs=[grads[0], grads[1], None, None])
+        return (v_means, v_quats, v_scales, v_opacities.reshape(C, N).sum(0), v_colors.reshape(C, N, 3).sum(0),
+                None, None, None)

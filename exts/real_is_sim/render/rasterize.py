@@ -11,7 +11,6 @@ import torch
 
 from real_is_sim.errors import RealIsSimError
 from real_is_sim.render import cpu_backend
-from real_is_sim.render.project import project
 
 BACKENDS = ("auto", "cpu", "gsplat")
 
@@ -42,7 +41,7 @@ def _check(name: str, t, shape: tuple) -> None:
 
 def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
                   backgrounds=None, backend: str = "auto", near_plane: float = 0.01, far_plane: float = 1e10,
-                  eps2d: float = 0.3, tile_size: int = cpu_backend.TILE_SIZE):
+                  eps2d: float = 0.3, tile_size: int = cpu_backend.TILE_SIZE, camera_threads: int = 1):
     """Render N Gaussians into C pinhole cameras.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), scales [N,3] (linear), opacities [N] (linear),
@@ -51,6 +50,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     Returns ``(colors [C,H,W,3], alphas [C,H,W,1], meta)``; differentiable in every Gaussian input
     (and the background). ``meta`` has means2d, conics, depths, radii [C,N,...] and the backend used.
     A camera that sees nothing (all behind it, off-screen) renders the background with alpha 0.
+    cpu backend only: ``tile_size`` (pixels) and ``camera_threads`` (cameras composited in parallel).
     """
     if backend not in BACKENDS:
         raise RenderError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -85,21 +85,19 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
         return rasterize_gsplat(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                                 backgrounds, near_plane, far_plane, eps2d)
     return _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                          backgrounds, near_plane, far_plane, eps2d, tile_size)
+                          backgrounds, near_plane, far_plane, eps2d, tile_size, camera_threads)
 
 
 def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                   backgrounds, near_plane, far_plane, eps2d, tile_size):
-    f32 = lambda t: t.float()  # noqa: E731
-    means, quats, scales, opacities, colors, viewmats, Ks = map(f32, (means, quats, scales, opacities, colors, viewmats, Ks))
-    C, N = viewmats.shape[0], means.shape[0]
-    projected = project(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane, far_plane)
-    rgb, alpha, tiles = cpu_backend.composite(projected, opacities.expand(C, N), colors.expand(C, N, 3),
-                                              width, height, tile_size)
-    alpha = alpha[..., None]
+                   backgrounds, near_plane, far_plane, eps2d, tile_size, camera_threads):
+    settings = (width, height, float(eps2d), float(near_plane), float(far_plane), int(tile_size), int(camera_threads))
+    rgb, alpha, means2d, conics, depths, radii = cpu_backend.RasterizeCPU.apply(
+        means, quats, scales, opacities, colors, viewmats, Ks, settings)
     if backgrounds is not None:
         bg = backgrounds.float()
         rgb = rgb + (1.0 - alpha) * (bg[:, None, None, :] if bg.ndim == 2 else bg)
-    meta = {"backend": "cpu", "means2d": projected.means2d, "conics": projected.conics, "depths": projected.depths,
-            "radii": projected.radii, "tiles": tiles, "width": width, "height": height, "tile_size": tile_size}
+    C, N = viewmats.shape[0], means.shape[0]
+    meta = {"backend": "cpu", "means2d": means2d.reshape(C, N, 2), "conics": conics.reshape(C, N, 3),
+            "depths": depths.reshape(C, N), "radii": radii.reshape(C, N, 2), "width": width, "height": height,
+            "tile_size": tile_size}
     return rgb, alpha, meta

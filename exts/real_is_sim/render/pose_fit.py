@@ -1,0 +1,113 @@
+"""Fitting one rigid body's pose to camera images by gradient descent through the renderer.
+
+The body stays on a plane (the table): only its in-plane translation and its rotation about the
+plane normal are fitted; height and tilt stay those of ``init_pose``. The target in each view is a
+binary mask of the body (by default :func:`~real_is_sim.render.masks.red_orange_mask`, the PushT
+block) and the loss is the squared difference between the rendered alpha and that mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from real_is_sim.errors import DataError
+from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
+from real_is_sim.render.masks import red_orange_mask
+from real_is_sim.render.rasterize import rasterization
+
+
+@dataclass(frozen=True)
+class PoseFit:
+    pose: np.ndarray  # (7,) px, py, pz, qx, qy, qz, qw
+    ious: list[float]  # per view: silhouette (alpha > 0.5) vs target mask
+    losses: list[float]  # per iteration
+
+
+def silhouette_iou(alpha: np.ndarray, mask: np.ndarray) -> float:
+    silhouette = np.asarray(alpha) > 0.5
+    union = np.logical_or(silhouette, mask).sum()
+    return float(np.logical_and(silhouette, mask).sum() / union) if union else 0.0
+
+
+def _plane_frame(plane) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    plane = np.asarray(plane, dtype=np.float64)
+    if plane.shape != (4,) or not np.isfinite(plane).all() or np.linalg.norm(plane[:3]) == 0:
+        raise DataError(f"plane must be 4 finite numbers (a, b, c, d) with a nonzero normal, got {plane}")
+    normal = plane[:3] / np.linalg.norm(plane[:3])
+    helper = np.array([1.0, 0.0, 0.0]) if abs(normal[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    e1 = np.cross(normal, helper)
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(normal, e1)
+    return tuple(torch.tensor(v, dtype=torch.float32) for v in (normal, e1, e2))
+
+
+def _planar_pose(init_pose: torch.Tensor, pivot, normal, e1, e2, params: torch.Tensor) -> torch.Tensor:
+    """init_pose turned by params[2] about ``normal`` through ``pivot``, shifted by params[0] e1 + params[1] e2."""
+    a, b, theta = params.unbind()
+    half = 0.5 * theta
+    q_turn = torch.cat([normal * torch.sin(half), torch.cos(half)[None]])  # x, y, z, w
+    x1, y1, z1, w1 = q_turn.unbind()
+    x2, y2, z2, w2 = init_pose[3:7].unbind()
+    q = torch.stack([w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+                     w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2])
+    arm = init_pose[:3] - pivot
+    cos, sin = torch.cos(theta), torch.sin(theta)  # Rodrigues rotation of the arm about the normal
+    turned = arm * cos + torch.linalg.cross(normal, arm) * sin + normal * (normal @ arm) * (1 - cos)
+    return torch.cat([pivot + turned + a * e1 + b * e2, q])
+
+
+def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torch.Tensor, Ks: torch.Tensor,
+                  init_pose, plane, iters: int = 120, masks: list[np.ndarray] | None = None,
+                  lr_translation: float = 0.003, lr_rotation: float = 0.03, backend: str = "auto") -> PoseFit:
+    """Pose (7,) of body 0 of ``cloud`` that best explains ``images`` (H x W x 3 RGB, one per camera).
+
+    ``viewmats`` [C,4,4] world-to-camera (OpenCV axes), ``Ks`` [C,3,3], ``init_pose`` (7,) the start,
+    ``plane`` (a, b, c, d) the table. ``masks`` overrides the red-orange target masks.
+    """
+    if len(cloud) == 0 or cloud.num_bodies != 1 or bool((cloud.body_ids != 0).any()):
+        raise DataError("fit_body_pose needs a non-empty cloud whose Gaussians are all attached to body 0")
+    if len(images) != viewmats.shape[0] or Ks.shape[0] != viewmats.shape[0]:
+        raise DataError(f"fit_body_pose got {len(images)} images for {viewmats.shape[0]} viewmats and {Ks.shape[0]} Ks")
+    if iters < 1:
+        raise DataError(f"iters must be >= 1, got {iters}")
+    heights = {np.asarray(im).shape[:2] for im in images}
+    if len(heights) != 1:
+        raise DataError(f"all images must have the same size, got {sorted(heights)}")
+    height, width = heights.pop()
+    targets = [red_orange_mask(im) for im in images] if masks is None else [np.asarray(m, dtype=bool) for m in masks]
+    if any(t.shape != (height, width) for t in targets):
+        raise DataError(f"masks must be {height} x {width}")
+    target = torch.tensor(np.stack(targets), dtype=torch.float32)
+    init = torch.tensor(np.asarray(init_pose, dtype=np.float64), dtype=torch.float32)
+    if init.shape != (7,) or not torch.isfinite(init).all():
+        raise DataError(f"init_pose must be 7 finite numbers (px,py,pz,qx,qy,qz,qw), got {init_pose}")
+    init = torch.cat([init[:3], torch.nn.functional.normalize(init[3:], dim=0)])
+    normal, e1, e2 = _plane_frame(plane)
+    frozen = cloud.detach()
+    with torch.no_grad():
+        pivot = pose_cloud(frozen, init[None])[0].mean(0)
+    params = torch.zeros(3, requires_grad=True)
+    optimizer = torch.optim.Adam([{"params": [params], "lr": 1.0}])
+    step_sizes = torch.tensor([lr_translation, lr_translation, lr_rotation])  # Adam steps ~ lr per unit
+    viewmats, Ks = viewmats.float(), Ks.float()
+
+    def render(p):
+        means, quats = pose_cloud(frozen, _planar_pose(init, pivot, normal, e1, e2, p * step_sizes / 1.0)[None])
+        return rasterization(means, quats, frozen.scales, frozen.opacities, frozen.colors, viewmats, Ks, width, height,
+                             backend=backend)[1][..., 0].cpu()
+
+    losses = []
+    for _ in range(iters):
+        optimizer.zero_grad()
+        loss = (render(params) - target).square().mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    with torch.no_grad():
+        alpha = render(params).numpy()
+        pose = _planar_pose(init, pivot, normal, e1, e2, params * step_sizes).numpy().astype(np.float64)
+    pose[3:] /= np.linalg.norm(pose[3:])
+    return PoseFit(pose, [silhouette_iou(a, t) for a, t in zip(alpha, targets)], losses)
