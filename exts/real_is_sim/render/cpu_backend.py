@@ -1,4 +1,4 @@
-"""Our CPU rasterizer (gsplat's classic-mode semantics, see :mod:`.project`), as Warp CPU kernels.
+"""Our CPU rasterizer (gsplat's classic-mode semantics, see :mod:`.semantics`), as Warp CPU kernels.
 
 Pipeline, one torch autograd Function: project every (camera, Gaussian) in a Warp kernel (its
 backward is Warp's generated adjoint) -> bin the screen boxes into tiles, depth-sorted per tile
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from real_is_sim.render.project import ALPHA_THRESHOLD, GAUSSIAN_EXTEND, MAX_ALPHA, TRANSMITTANCE_THRESHOLD
+from real_is_sim.render.semantics import ALPHA_THRESHOLD, GAUSSIAN_EXTEND, MAX_ALPHA, TRANSMITTANCE_THRESHOLD
 
 TILE_SIZE = 8  # measured on the T-block views: 8 px beats 4 px (binning cost) and 16 px (longer lists)
 

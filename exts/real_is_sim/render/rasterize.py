@@ -1,6 +1,6 @@
 """``rasterization``: gsplat's call shape for the subset this project uses, with two backends.
 
-``backend="cpu"`` is ours (:mod:`.project` + :mod:`.cpu_backend`), ``"gsplat"`` calls
+``backend="cpu"`` is ours (:mod:`.cpu_backend`, rules in :mod:`.semantics`), ``"gsplat"`` calls
 ``gsplat.rasterization`` (needs CUDA), ``"auto"`` picks gsplat when CUDA and gsplat are importable.
 Both follow gsplat's classic mode, so they are interchangeable.
 """
