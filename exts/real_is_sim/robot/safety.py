@@ -1,7 +1,7 @@
 """The safety layer in front of every follower: what the twin sends is checked before the real arm sees it.
 
 :class:`SafetyFilter` checks one target at a time, in this order, and refuses (or clamps) with a reason:
-non-finite values, stale or out-of-order stamps, joint limits with a margin (clamp or reject), the step from
+non-finite values, stale then out-of-order stamps, joint limits with a margin (clamp or reject), the step from
 the previous accepted target (clamped), and the tool position inside a workspace box (robot base frame, forward
 kinematics with pinocchio on the Franka URDF). Every refusal and clamp is logged and counted.
 
@@ -144,10 +144,10 @@ class SafetyFilter:
         q = check_joint_vector(q, "twin joint target")
         if not (np.all(np.isfinite(q)) and math.isfinite(stamp)):
             return self._refuse(Refusal.NON_FINITE, f"q={q}, stamp={stamp}")
-        if stamp <= self.last_stamp:
-            return self._refuse(Refusal.OUT_OF_ORDER, f"stamp {stamp:.6f} <= last accepted {self.last_stamp:.6f}")
         if now - stamp > self.cfg.max_target_age_s:
             return self._refuse(Refusal.STALE, f"target is {now - stamp:.3f} s old (max {self.cfg.max_target_age_s})")
+        if stamp <= self.last_stamp:
+            return self._refuse(Refusal.OUT_OF_ORDER, f"stamp {stamp:.6f} <= last accepted {self.last_stamp:.6f}")
         clamps = []
         outside = (q < self.q_low) | (q > self.q_high)
         if np.any(outside):
@@ -272,6 +272,11 @@ class SafeFollower(Follower):
         self.inner.recover()
 
     @property
+    def last_accepted_at(self) -> float:
+        """Follower time of the last accepted target (the watchdog counts its silence from here)."""
+        return self._last_accept_time
+
+    @property
     def refusals(self) -> collections.Counter:
         return self.filter.refusals
 
@@ -295,6 +300,13 @@ class SafeFollower(Follower):
 
     # -- deterministic stepping (inner followers with step_to) -------------------------------------------
 
+    @property
+    def control_dt_s(self) -> float:
+        """The inner follower's control step (steppable followers only)."""
+        if self.realtime or not hasattr(self.inner, "control_dt_s"):
+            raise FollowerError(f"{type(self.inner).__name__} runs in real time; it has no stepping control_dt_s")
+        return self.inner.control_dt_s
+
     def advance(self, dt: float) -> None:
         if not (math.isfinite(dt) and dt >= 0.0):
             raise DataError(f"advance() needs a finite dt >= 0, got {dt}")
@@ -303,9 +315,7 @@ class SafeFollower(Follower):
     def step_to(self, t: float) -> None:
         """Step the inner follower to ``t``, stopping at every watchdog deadline on the way so it fires on time
         (to within one control step)."""
-        if self.realtime or not hasattr(self.inner, "step_to"):
-            raise FollowerError(f"{type(self.inner).__name__} runs in real time; it cannot be stepped")
-        dt = self.inner.control_dt_s
+        dt = self.control_dt_s
         while self.inner.now() + 0.5 * dt <= t:
             deadline = self._next_deadline()
             stop_at = t if deadline is None else min(t, max(deadline, self.inner.now() + dt))
