@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 from real_is_sim.config import load_config  # noqa: E402
 from real_is_sim.robot import franka  # noqa: E402
 from real_is_sim.robot.follower_factory import FollowerCfg, make_follower  # noqa: E402
-from real_is_sim.robot.safety import ToolKinematics  # noqa: E402
+from real_is_sim.robot.kinematics import PandaKinematics  # noqa: E402
 from real_is_sim.robot.tracking import estimate_lag_s, follow_trajectory, pusht_sweep, tracking_error  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main() -> None:
 
 
 def plot(log, path: Path) -> None:
-    kinematics = ToolKinematics()
+    kinematics = PandaKinematics()
     every = 10  # 100 Hz is plenty for the tool path
     tool_twin = np.array([kinematics.tool_position(q) for q in log.q_twin[::every]])
     tool_real = np.array([kinematics.tool_position(q) for q in log.q_real[::every]])

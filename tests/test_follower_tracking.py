@@ -13,7 +13,8 @@ from real_is_sim.errors import ConfigError
 from real_is_sim.robot import franka
 from real_is_sim.robot.follower_factory import FollowerCfg, make_follower
 from real_is_sim.robot.franky_follower import FrankyFollower
-from real_is_sim.robot.safety import SafeFollower, ToolKinematics
+from real_is_sim.robot.kinematics import PandaKinematics
+from real_is_sim.robot.safety import SafeFollower
 from real_is_sim.robot.simulated_follower import SimulatedFollower
 from real_is_sim.robot.tracking import (
     TrackingLog,
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_pusht_sweep_stays_inside_the_limits_and_keeps_the_tool_level():
-    kinematics = ToolKinematics()
+    kinematics = PandaKinematics()
     q = np.array([pusht_sweep(t) for t in np.linspace(0.0, 8.0, 400)])
     assert np.all(q > franka.Q_MIN + 0.05) and np.all(q < franka.Q_MAX - 0.05)
     tool = np.array([kinematics.tool_position(qi) for qi in q])

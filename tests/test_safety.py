@@ -9,13 +9,14 @@ from real_is_sim.config import load_config
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.robot import franka
 from real_is_sim.robot.follower import HealthStatus
-from real_is_sim.robot.safety import Clamp, Refusal, SafeFollower, SafetyCfg, SafetyFilter, ToolKinematics
+from real_is_sim.robot.kinematics import PandaKinematics
+from real_is_sim.robot.safety import Clamp, Refusal, SafeFollower, SafetyCfg, SafetyFilter
 from real_is_sim.robot.simulated_follower import SimulatedFollower, SimulatedFollowerCfg
 
 
 @pytest.fixture(scope="module")
 def kinematics():
-    return ToolKinematics()
+    return PandaKinematics()
 
 
 def test_non_finite_stale_and_out_of_order_targets_are_refused_logged_and_counted(caplog):
@@ -60,9 +61,14 @@ def test_the_step_between_consecutive_targets_is_limited():
 def test_the_tool_must_stay_inside_the_workspace_box(kinematics):
     tool_at_home = kinematics.tool_position(franka.Q_START)
     assert 0.0 < tool_at_home[2] < 0.5  # above the table, pointing down at it
-    # the tool frame's z axis points down at home: a 10 cm pusher offset lowers the tool point by ~10 cm
-    pusher = ToolKinematics(tool_offset_m=(0.0, 0.0, 0.1)).tool_position(franka.Q_START)
-    assert pusher[2] == pytest.approx(tool_at_home[2] - 0.1, abs=1e-3)
+    # the checked point is the pusher tip: 10 cm along the TCP z axis (down at home) leaves a box whose floor
+    # is 5 cm under the TCP
+    floor = (tool_at_home - [1.0, 1.0, 0.05]).tolist()
+    ceiling = (tool_at_home + 1.0).tolist()
+    bare = SafetyFilter(SafetyCfg(workspace_min=floor, workspace_max=ceiling))
+    pusher = SafetyFilter(SafetyCfg(workspace_min=floor, workspace_max=ceiling, tool_offset_m=0.1))
+    assert bare.check(franka.Q_START, 0.0, 0.0).accepted
+    assert pusher.check(franka.Q_START, 0.0, 0.0).refusal is Refusal.OUTSIDE_WORKSPACE
     box_min = tool_at_home - 0.05
     box_max = tool_at_home + 0.05
     safety = SafetyFilter(SafetyCfg(workspace_min=box_min.tolist(), workspace_max=box_max.tolist(), max_step_rad=1.0))
@@ -144,7 +150,8 @@ def test_refused_targets_also_trip_the_watchdog():
         ({"joint_margin_rad": 2.0}, "no room"),
         ({"workspace_min": [0.0, 0.0]}, "workspace_min"),
         ({"workspace_min": [1.0, 0.0, 0.0], "workspace_max": [0.5, 1.0, 1.0]}, "below workspace_max"),
-        ({"tool_offset_m": [0.0, "x", 0.0]}, "x"),
+        ({"tool_offset_m": "x"}, "x"),
+        ({"tool_offset_m": float("nan")}, "tool_offset_m"),
         ({"watchdog": 1.0}, "watchdog"),
     ],
 )

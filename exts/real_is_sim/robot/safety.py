@@ -3,7 +3,7 @@
 :class:`SafetyFilter` checks one target at a time, in this order, and refuses (or clamps) with a reason:
 non-finite values, stale then out-of-order stamps, joint limits with a margin (clamp or reject), the step from
 the previous accepted target (clamped), and the tool position inside a workspace box (robot base frame, forward
-kinematics with pinocchio on the Franka URDF). Every refusal and clamp is logged and counted.
+kinematics: ``real_is_sim.robot.kinematics.PandaKinematics``). Every refusal and clamp is logged and counted.
 
 :class:`SafeFollower` wraps any :class:`~real_is_sim.robot.follower.Follower` with that filter and a watchdog:
 when no target has been accepted for ``watchdog_timeout_s`` it commands the arm's current position (hold), and
@@ -47,8 +47,7 @@ class SafetyCfg:
     # Box the tool point must stay in, robot base frame (metres); the table is at z ~ 0.
     workspace_min: list[float] = field(default_factory=lambda: [-0.3, -0.85, 0.02])
     workspace_max: list[float] = field(default_factory=lambda: [0.85, 0.85, 1.0])
-    tool_frame: str = "panda_hand_tcp"
-    tool_offset_m: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # pusher tip, in tool_frame
+    tool_offset_m: float = 0.0  # the checked tool point lies this far along the TCP z axis (e.g. the pusher tip)
     watchdog_timeout_s: float = 0.1  # no accepted target for this long: hold position
     watchdog_stop_after_s: float = 1.0  # still nothing this long after the hold began: stop
     watchdog_poll_s: float = 0.002  # real-time followers: how often the watchdog thread looks
@@ -63,7 +62,9 @@ class SafetyCfg:
             raise ValueError(f"joint_margin_rad must be >= 0, got {self.joint_margin_rad}")
         if np.any(franka.Q_MIN + self.joint_margin_rad >= franka.Q_MAX - self.joint_margin_rad):
             raise ValueError(f"joint_margin_rad {self.joint_margin_rad} leaves no room inside the joint limits")
-        for name in ("workspace_min", "workspace_max", "tool_offset_m"):
+        if not math.isfinite(self.tool_offset_m):
+            raise ValueError(f"tool_offset_m must be finite, got {self.tool_offset_m}")
+        for name in ("workspace_min", "workspace_max"):
             value = np.asarray(getattr(self, name), dtype=float)
             if value.shape != (3,) or not np.all(np.isfinite(value)):
                 raise ValueError(f"{name} must be 3 finite numbers (x, y, z), got {getattr(self, name)}")
@@ -94,28 +95,6 @@ class SafetyDecision:
     detail: str = ""
 
 
-class ToolKinematics:
-    """Position of the tool point (``tool_frame`` + ``tool_offset_m``) in the robot base frame, by pinocchio."""
-
-    def __init__(self, tool_frame: str = "panda_hand_tcp", tool_offset_m=(0.0, 0.0, 0.0)):
-        import pinocchio  # heavy import: only when a safety filter is built
-
-        self._pin = pinocchio
-        self.model = pinocchio.buildModelFromUrdf(str(franka.panda_urdf_path()))
-        if not self.model.existFrame(tool_frame):
-            raise DataError(f"tool frame {tool_frame!r} is not in the Franka URDF")
-        self._frame_id = self.model.getFrameId(tool_frame)
-        self._data = self.model.createData()
-        self._q = pinocchio.neutral(self.model)  # fingers stay at their neutral position
-        self._offset = np.asarray(tool_offset_m, dtype=float)
-
-    def tool_position(self, q_arm: np.ndarray) -> np.ndarray:
-        self._q[: franka.ARM_DOF] = q_arm
-        self._pin.framesForwardKinematics(self.model, self._data, self._q)
-        pose = self._data.oMf[self._frame_id]
-        return pose.translation + pose.rotation @ self._offset
-
-
 class SafetyFilter:
     """Checks targets one by one; remembers the last accepted one for the step limit and order check."""
 
@@ -132,8 +111,11 @@ class SafetyFilter:
         self.last_stamp = -math.inf
 
     @cached_property
-    def kinematics(self) -> ToolKinematics:
-        return ToolKinematics(self.cfg.tool_frame, self.cfg.tool_offset_m)
+    def kinematics(self):
+        """The twin engineer's PandaKinematics (pinocchio, same URDF), built on first use: pinocchio is heavy."""
+        from real_is_sim.robot.kinematics import PandaKinematics
+
+        return PandaKinematics(tool_offset=self.cfg.tool_offset_m)
 
     def reset(self, q_current: np.ndarray) -> None:
         """Rate-limit the next targets from ``q_current`` (the arm's position at start or hold)."""
