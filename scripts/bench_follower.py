@@ -29,10 +29,18 @@ from real_is_sim.robot.follower import DynamicsFactorCfg, HealthStatus
 from real_is_sim.robot.follower_factory import FollowerCfg, make_follower
 from real_is_sim.robot.safety import SafeFollower, SafetyCfg
 from real_is_sim.robot.simulated_follower import SimulatedFollower, SimulatedFollowerCfg
-from real_is_sim.robot.tracking import estimate_lag_s, follow_trajectory, limit_violations, pusht_sweep, tracking_error
+from real_is_sim.robot.tracking import (
+    estimate_lag_s,
+    follow_trajectory,
+    limit_usage,
+    limit_violations,
+    pusht_sweep,
+    tracking_error,
+)
 
-KINDS = ("smooth", "jump", "at_limits", "out_of_limits", "non_finite", "stale", "out_of_order", "silence")
-KIND_WEIGHTS = np.array([0.35, 0.15, 0.1, 0.1, 0.1, 0.08, 0.07, 0.05])
+KINDS = ("smooth", "jump", "at_limits", "limit_run", "out_of_limits", "non_finite", "stale", "out_of_order", "silence")
+KIND_WEIGHTS = np.array([0.3, 0.15, 0.1, 0.01, 0.1, 0.1, 0.08, 0.07, 0.05])
+LIMIT_RUN_TARGETS = 40  # a limit_run drives joints flat out into their limits
 INTERVALS_S = (0.001, 1 / 60, 1 / 30)  # the twin may send at 1 kHz, 60 Hz or 30 Hz
 
 
@@ -51,9 +59,22 @@ def adversarial_targets(count: int, seed: int) -> dict:
             q_log.append(follower.read_state().q)
             reference_log.append(follower.inner.reference()[0])
 
-    for _ in range(count):
+    sent = 0
+    while sent < count:
         kind = KINDS[rng.choice(len(KINDS), p=KIND_WEIGHTS / KIND_WEIGHTS.sum())]
+        if kind == "limit_run":  # consecutive targets beyond the limits of one or two joints, at 60 Hz or 1 kHz
+            corner = follower.read_state().q
+            joints = rng.choice(7, size=rng.integers(1, 3), replace=False)
+            corner[joints] = np.where(rng.random(len(joints)) < 0.5, franka.Q_MIN[joints] - 0.2, franka.Q_MAX[joints] + 0.2)
+            interval = INTERVALS_S[rng.integers(2)]
+            for _ in range(min(LIMIT_RUN_TARGETS, count - sent)):
+                follower.send(corner, follower.now())
+                run_for(interval)
+                kinds[kind] += 1
+                sent += 1
+            continue
         kinds[kind] += 1
+        sent += 1
         now = follower.now()
         here = follower.read_state().q
         stamp = now
@@ -98,9 +119,7 @@ def adversarial_targets(count: int, seed: int) -> dict:
         "violations": sum(violations.values()) + sum(reference_violations.values()),
         "violations_by_limit": violations,
         "reference_violations_by_limit": reference_violations,
-        "peak_fraction_of_limits": {
-            "velocity": float(np.max(np.abs(np.diff(q_log, axis=0)) / 0.001 / franka.QD_MAX)),
-        },
+        "limit_usage": limit_usage(np.array(q_log), 0.001),
     }
 
 

@@ -20,6 +20,7 @@ from real_is_sim.robot.tracking import (
     TrackingLog,
     estimate_lag_s,
     follow_trajectory,
+    limit_usage,
     limit_violations,
     pusht_sweep,
     tracking_error,
@@ -88,3 +89,12 @@ def test_the_demo_prints_its_figures_and_writes_the_plot(tmp_path):
     assert result["rms_tracking_rad"] > 0 and result["lag_ms"] > 0
     plot = Path(result["plot"])
     assert plot.is_file() and plot.stat().st_size > 10_000
+
+
+def test_limit_usage_reports_the_closest_approach_and_peak_fractions():
+    dt = 0.001
+    t = np.arange(0.0, 1.0, dt)[:, None]
+    q = franka.Q_START + 0.1 * np.sin(2 * np.pi * t) * np.ones(7)  # amplitude 0.1 rad at 1 Hz
+    usage = limit_usage(q, dt)
+    assert usage["closest_to_position_limit_rad"] == pytest.approx(np.min(franka.Q_MAX - franka.Q_START) - 0.1, abs=1e-3)
+    assert usage["velocity"] == pytest.approx(np.max(0.2 * np.pi / franka.QD_MAX), rel=1e-3)

@@ -91,12 +91,28 @@ def estimate_lag_s(log: TrackingLog, max_lag_s: float = 0.3, settle_s: float = 0
     return int(np.argmin(errors)) * dt
 
 
+def _differences(q: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    qd = np.diff(q, axis=0) / dt
+    qdd = np.diff(qd, axis=0) / dt
+    return qd, qdd, np.diff(qdd, axis=0) / dt
+
+
+def limit_usage(q: np.ndarray, dt: float) -> dict[str, float]:
+    """How close a trajectory sampled every ``dt`` came to the Franka limits: the smallest distance (rad) to a
+    position limit, and the peak fraction of the velocity / acceleration / jerk limits."""
+    qd, qdd, qddd = _differences(q, dt)
+    return {
+        "closest_to_position_limit_rad": float(min(np.min(q - franka.Q_MIN), np.min(franka.Q_MAX - q))),
+        "velocity": float(np.max(np.abs(qd) / franka.QD_MAX)),
+        "acceleration": float(np.max(np.abs(qdd) / franka.QDD_MAX)),
+        "jerk": float(np.max(np.abs(qddd) / franka.QDDD_MAX)),
+    }
+
+
 def limit_violations(q: np.ndarray, dt: float, rel_tol: float = 1e-6) -> dict[str, int]:
     """Samples of a joint trajectory sampled every ``dt`` beyond the Franka position / velocity / acceleration /
     jerk limits (finite differences), counted per kind."""
-    qd = np.diff(q, axis=0) / dt
-    qdd = np.diff(qd, axis=0) / dt
-    qddd = np.diff(qdd, axis=0) / dt
+    qd, qdd, qddd = _differences(q, dt)
     tol = 1.0 + rel_tol
     return {
         "position": int(np.sum(np.any((q < franka.Q_MIN) | (q > franka.Q_MAX), axis=1))),
