@@ -61,11 +61,13 @@ def _planar_pose(init_pose: torch.Tensor, pivot, normal, e1, e2, params: torch.T
 
 def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torch.Tensor, Ks: torch.Tensor,
                   init_pose, plane, iters: int = 120, masks: list[np.ndarray] | None = None,
-                  lr_translation: float = 0.003, lr_rotation: float = 0.03, backend: str = "auto") -> PoseFit:
+                  lr_translation: float = 0.003, lr_rotation: float = 0.03, margin: int = 40,
+                  backend: str = "auto") -> PoseFit:
     """Pose (7,) of body 0 of ``cloud`` that best explains ``images`` (H x W x 3 RGB, one per camera).
 
     ``viewmats`` [C,4,4] world-to-camera (OpenCV axes), ``Ks`` [C,3,3], ``init_pose`` (7,) the start,
-    ``plane`` (a, b, c, d) the table. ``masks`` overrides the red-orange target masks.
+    ``plane`` (a, b, c, d) the table. ``masks`` overrides the red-orange target masks. The loss is
+    evaluated in a window of ``margin`` pixels around the target and the starting silhouette.
     """
     if len(cloud) == 0 or cloud.num_bodies != 1 or bool((cloud.body_ids != 0).any()):
         raise DataError("fit_body_pose needs a non-empty cloud whose Gaussians are all attached to body 0")
@@ -80,7 +82,6 @@ def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torc
     targets = [red_orange_mask(im) for im in images] if masks is None else [np.asarray(m, dtype=bool) for m in masks]
     if any(t.shape != (height, width) for t in targets):
         raise DataError(f"masks must be {height} x {width}")
-    target = torch.tensor(np.stack(targets), dtype=torch.float32)
     init = torch.tensor(np.asarray(init_pose, dtype=np.float64), dtype=torch.float32)
     if init.shape != (7,) or not torch.isfinite(init).all():
         raise DataError(f"init_pose must be 7 finite numbers (px,py,pz,qx,qy,qz,qw), got {init_pose}")
@@ -89,15 +90,26 @@ def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torc
     frozen = cloud.detach()
     with torch.no_grad():
         pivot = pose_cloud(frozen, init[None])[0].mean(0)
+    # Only a window around the block carries signal: render and compare that crop of every view.
+    viewmats, Ks = viewmats.float(), Ks.float()
+    with torch.no_grad():
+        means0, quats0 = pose_cloud(frozen, init[None])
+        alpha0 = rasterization(means0, quats0, frozen.scales, frozen.opacities, frozen.colors, viewmats, Ks, width, height,
+                               backend=backend)[1][..., 0].cpu().numpy()
+    crops = crop_windows([t | (a > 0.01) for t, a in zip(targets, alpha0)], width, height, margin)
+    crop_w, crop_h = crops[0][2], crops[0][3]
+    Ks_crop = Ks.clone()
+    Ks_crop[:, 0, 2] -= torch.tensor([float(c[0]) for c in crops])
+    Ks_crop[:, 1, 2] -= torch.tensor([float(c[1]) for c in crops])
+    target = torch.tensor(np.stack([t[y:y + h, x:x + w] for t, (x, y, w, h) in zip(targets, crops)]), dtype=torch.float32)
     params = torch.zeros(3, requires_grad=True)
     optimizer = torch.optim.Adam([{"params": [params], "lr": 1.0}])
     step_sizes = torch.tensor([lr_translation, lr_translation, lr_rotation])  # Adam steps ~ lr per unit
-    viewmats, Ks = viewmats.float(), Ks.float()
 
     def render(p):
-        means, quats = pose_cloud(frozen, _planar_pose(init, pivot, normal, e1, e2, p * step_sizes / 1.0)[None])
-        return rasterization(means, quats, frozen.scales, frozen.opacities, frozen.colors, viewmats, Ks, width, height,
-                             backend=backend)[1][..., 0].cpu()
+        means, quats = pose_cloud(frozen, _planar_pose(init, pivot, normal, e1, e2, p * step_sizes)[None])
+        return rasterization(means, quats, frozen.scales, frozen.opacities, frozen.colors, viewmats, Ks_crop, crop_w,
+                             crop_h, backend=backend)[1][..., 0].cpu()
 
     losses = []
     for _ in range(iters):
@@ -105,9 +117,27 @@ def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torc
         loss = (render(params) - target).square().mean()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     with torch.no_grad():
-        alpha = render(params).numpy()
-        pose = _planar_pose(init, pivot, normal, e1, e2, params * step_sizes).numpy().astype(np.float64)
+        pose = _planar_pose(init, pivot, normal, e1, e2, params * step_sizes)
+        means, quats = pose_cloud(frozen, pose[None])
+        alpha = rasterization(means, quats, frozen.scales, frozen.opacities, frozen.colors, viewmats, Ks, width, height,
+                              backend=backend)[1][..., 0].cpu().numpy()
+    pose = pose.numpy().astype(np.float64)
     pose[3:] /= np.linalg.norm(pose[3:])
     return PoseFit(pose, [silhouette_iou(a, t) for a, t in zip(alpha, targets)], losses)
+
+
+def crop_windows(masks: list[np.ndarray], width: int, height: int, margin: int) -> list[tuple[int, int, int, int]]:
+    """One (x, y, w, h) window per view, all of the same size, around each mask's bounding box plus ``margin``."""
+    boxes = []
+    for mask in masks:
+        ys, xs = np.nonzero(mask)
+        if len(xs) == 0:
+            boxes.append((0, 0, width, height))
+            continue
+        boxes.append((max(xs.min() - margin, 0), max(ys.min() - margin, 0),
+                      min(xs.max() + 1 + margin, width), min(ys.max() + 1 + margin, height)))
+    w = max(x1 - x0 for x0, _, x1, _ in boxes)
+    h = max(y1 - y0 for _, y0, _, y1 in boxes)
+    return [(int(min(x0, width - w)), int(min(y0, height - h)), int(w), int(h)) for x0, y0, _, _ in boxes]
