@@ -1,6 +1,7 @@
 """SafetyFilter and SafeFollower: refusals, clamps, workspace box, watchdog, config validation."""
 
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -158,3 +159,25 @@ def test_refused_targets_also_trip_the_watchdog():
 def test_malformed_safety_config_gives_one_clear_error(source, message):
     with pytest.raises(ConfigError, match=message):
         load_config(SafetyCfg, source)
+
+
+def test_the_watchdog_thread_holds_a_real_time_follower():
+    follower = SafeFollower(SimulatedFollower(SimulatedFollowerCfg(realtime=True)), SafetyCfg(watchdog_timeout_s=0.05))
+    follower.start()
+    try:
+        assert follower.send(franka.Q_START + 0.01, follower.now()).accepted
+        deadline = time.monotonic() + 2.0
+        while not follower.watchdog_events and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert follower.health().status is HealthStatus.WATCHDOG_HOLD
+        event, at = follower.watchdog_events[0]
+        assert event == "hold" and at - follower.last_accepted_at < 0.05 + 0.05  # poll 2 ms + scheduling on a busy box
+    finally:
+        follower.close()
+    assert follower.send(franka.Q_START, follower.now()).refusal is Refusal.STOPPED
+
+
+def test_targets_before_start_are_refused_as_stopped():
+    follower = SafeFollower(SimulatedFollower(), SafetyCfg())
+    decision = follower.send(franka.Q_START, 0.0)
+    assert decision.refusal is Refusal.STOPPED and "not started" in decision.detail

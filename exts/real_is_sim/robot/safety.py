@@ -78,7 +78,7 @@ class Refusal(str, enum.Enum):
     OUT_OF_ORDER = "out-of-order"
     OUT_OF_LIMITS = "out-of-limits"
     OUTSIDE_WORKSPACE = "outside-workspace"
-    STOPPED = "stopped"  # the watchdog stopped the follower; start() again
+    STOPPED = "stopped"  # not started, or stopped (by the user or the watchdog); start() again
 
 
 class Clamp(str, enum.Enum):
@@ -154,8 +154,8 @@ class SafetyFilter:
         self.last_stamp = stamp
         return SafetyDecision(True, q, clamps=tuple(clamps))
 
-    def refuse_stopped(self) -> SafetyDecision:
-        return self._refuse(Refusal.STOPPED, "the watchdog stopped the follower; call start()")
+    def refuse_stopped(self, why: str) -> SafetyDecision:
+        return self._refuse(Refusal.STOPPED, f"{why}; call start()")
 
     def _refuse(self, reason: Refusal, detail: str) -> SafetyDecision:
         self.refusals[reason] += 1
@@ -164,7 +164,7 @@ class SafetyFilter:
 
 
 class _Watch(enum.Enum):
-    IDLE = "idle"  # not started
+    IDLE = "idle"  # not started, or stopped by the user
     FOLLOWING = "following"
     HOLD = "hold"
     STOPPED = "stopped"  # stopped by the watchdog
@@ -223,7 +223,8 @@ class SafeFollower(Follower):
             self.poll()
             if self._watch is not _Watch.FOLLOWING and self._watch is not _Watch.HOLD:
                 check_joint_vector(q, "twin joint target")
-                return self.filter.refuse_stopped()
+                stopped_by = "the watchdog stopped the follower" if self._watch is _Watch.STOPPED else "not started"
+                return self.filter.refuse_stopped(stopped_by)
             decision = self.filter.check(q, stamp, self.inner.now())
             if decision.accepted:
                 self.inner.send(decision.q, stamp)
@@ -267,6 +268,8 @@ class SafeFollower(Follower):
         with self._lock:
             now = self.inner.now()
             if self._watch is _Watch.FOLLOWING and now - self._last_accept_time >= self.cfg.watchdog_timeout_s - _EPS:
+                if not self.inner.health().ok:  # reflex / error: the arm is not following anything to hold
+                    return
                 q_here = self.inner.read_state().q
                 self.inner.send(q_here, now)
                 self.filter.reset(q_here)
