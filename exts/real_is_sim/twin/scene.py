@@ -1,0 +1,161 @@
+"""One PushT world as a Newton ``ModelBuilder``: the Franka with its pusher and the T-block of spheres.
+
+The table plane is not part of a world: it is one static shape in the global world (-1) that every world
+collides with. ``Twin`` replicates the world builder N times; the USD importer test compares its block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+import newton
+import numpy as np
+import warp as wp
+
+from real_is_sim.robot import franka
+from real_is_sim.twin.tblock import BlockGeometry
+from real_is_sim_tasks.pusht.config import PhysicalParams, PushTCfg, RobotCfg
+
+BLOCK_LABEL = "tblock"
+PUSHER_BODY = "panda_hand_tcp"
+
+
+@dataclass(frozen=True)
+class ContactSettings:
+    gap: float  # extra detection distance [m] beyond touching (Newton's builder default is 0.1 m)
+    margin: float  # outward offset of the colliders [m]
+
+
+@dataclass(frozen=True)
+class WorldLayout:
+    """Indices inside ONE world (add ``world * <count per world>`` for world ``world``)."""
+
+    robot_bodies: list[int]
+    robot_body_names: list[str]
+    pusher_body: int  # the body carrying the pusher (link7 after collapsing the hand onto it)
+    pusher_center: np.ndarray  # (3,) pusher centre in that body's frame
+    arm_q: list[int]  # joint_q indices of panda_joint1..7
+    finger_q: list[int]
+    block_body: int
+    block_q: list[int]  # the block free joint's 7 coordinates
+    bodies: int
+    joint_coords: int
+    joint_dofs: int
+
+
+def add_block(builder: newton.ModelBuilder, geometry: BlockGeometry, physical: PhysicalParams, contact: ContactSettings) -> int:
+    """A free rigid body with fixed-radius sphere colliders; mass, COM and inertia set explicitly (spheres carry none)."""
+    body = builder.add_body(
+        xform=wp.transform(*geometry.start_pose),
+        mass=geometry.mass,
+        com=wp.vec3(*geometry.com),
+        inertia=wp.mat33(*geometry.inertia.flatten()),
+        lock_inertia=True,
+        label=BLOCK_LABEL,
+    )
+    cfg = newton.ModelBuilder.ShapeConfig(density=0.0, mu=physical.friction_table, gap=contact.gap, margin=contact.margin)
+    for center in geometry.centers:
+        builder.add_shape_sphere(body, xform=wp.transform(wp.vec3(*center), wp.quat_identity()), radius=geometry.radius, cfg=cfg)
+    return body
+
+
+def add_table(builder: newton.ModelBuilder, plane: np.ndarray, physical: PhysicalParams, contact: ContactSettings) -> int:
+    cfg = newton.ModelBuilder.ShapeConfig(mu=physical.friction_table, gap=contact.gap, margin=contact.margin)
+    return builder.add_shape_plane(plane=tuple(float(v) for v in plane), width=0.0, length=0.0, cfg=cfg, label="table")
+
+
+def add_robot(builder: newton.ModelBuilder, robot: RobotCfg, physical: PhysicalParams, contact: ContactSettings) -> int:
+    """The Panda on a fixed base; no colliders except the pusher capsule under the TCP (the Twin makes its links kinematic).
+
+    Fixed joints inside the arm are collapsed (link8, hand and TCP merge into link7): the URDF's massless
+    link8 and TCP frames would otherwise be immovable bodies for XPBD and tear the arm apart.
+    The URDF's inertia tensors make Newton 1.8's XPBD diverge at the home pose (joint 3 below about -1.2 rad, even
+    with no gravity and no drives: measured); inertias computed from the link meshes, scaled to the URDF's link
+    masses, are stable. Must be called on an empty builder. Returns the pusher's shape index.
+    """
+    first_shape = builder.shape_count
+    urdf = franka.panda_urdf_path()
+    builder.add_urdf(
+        str(urdf),
+        package_dirs=[str(franka.description_share_dir())],
+        xform=wp.transform(*robot.base_pose),
+        floating=False,
+        enable_self_collisions=False,
+        ignore_inertial_definitions=True,
+    )
+    _scale_to_urdf_masses(builder, _urdf_link_masses(urdf))
+    # Full-mesh link collisions are slow and unstable in XPBD: the links only occlude, they never touch.
+    for shape in range(first_shape, builder.shape_count):
+        builder.shape_flags[shape] &= ~int(newton.ShapeFlags.COLLIDE_SHAPES)
+    pusher_body = next(i for i, label in enumerate(builder.body_label) if label.endswith("/" + PUSHER_BODY))
+    # Pusher mu such that the pusher-block average (Newton's rule) is friction_pusher.
+    pusher_mu = 2.0 * physical.friction_pusher - physical.friction_table
+    cfg = newton.ModelBuilder.ShapeConfig(density=0.0, mu=pusher_mu, gap=contact.gap, margin=contact.margin)
+    builder.add_shape_capsule(
+        pusher_body,
+        xform=wp.transform(wp.vec3(0.0, 0.0, robot.pusher_offset), wp.quat_identity()),
+        radius=robot.pusher_radius,
+        half_height=robot.pusher_half_length,
+        cfg=cfg,
+        label="pusher",
+    )
+    base_joint = next(label for label in builder.joint_label if label.endswith("/fixed_base"))
+    builder.collapse_fixed_joints(joints_to_keep=[base_joint])
+    return next(i for i, label in enumerate(builder.shape_label) if label == "pusher")
+
+
+def _urdf_link_masses(urdf: Path) -> dict[str, float]:
+    masses = {}
+    for link in ElementTree.parse(urdf).getroot().iter("link"):
+        mass = link.find("inertial/mass")
+        masses[link.get("name")] = float(mass.get("value")) if mass is not None else 0.0
+    return masses
+
+
+def _scale_to_urdf_masses(builder: newton.ModelBuilder, masses: dict[str, float]) -> None:
+    """Keep each link's mesh-derived COM and inertia shape, at the URDF's mass."""
+    for body, label in enumerate(builder.body_label):
+        target, current = masses.get(label.rsplit("/", 1)[-1], 0.0), builder.body_mass[body]
+        if target <= 0.0 or current <= 0.0:
+            continue
+        scale = target / current
+        builder.body_mass[body] = target
+        builder.body_inv_mass[body] = 1.0 / target
+        builder.body_inertia[body] = wp.mat33(np.array(builder.body_inertia[body]) * scale)
+        builder.body_inv_inertia[body] = wp.inverse(builder.body_inertia[body])
+
+
+def build_world(
+    task: PushTCfg, geometry: BlockGeometry, contact: ContactSettings, gravity=(0.0, 0.0, -9.81)
+) -> tuple[newton.ModelBuilder, WorldLayout]:
+    """The builder of one world (robot first, then the block) and where its parts are."""
+    builder = newton.ModelBuilder(gravity=gravity)
+    pusher_shape = add_robot(builder, task.robot, task.physical, contact)
+    robot_bodies = list(range(builder.body_count))
+    robot_names = [label.rsplit("/", 1)[-1] for label in builder.body_label]
+    joint_index = {label.rsplit("/", 1)[-1]: j for j, label in enumerate(builder.joint_label)}
+    arm_q = [builder.joint_q_start[joint_index[name]] for name in franka.JOINT_NAMES]
+    finger_q = [builder.joint_q_start[joint_index[f"panda_finger_joint{i}"]] for i in (1, 2)]
+    q_start = list(task.robot.q_start) + [task.robot.finger_q] * 2
+    for index, value in zip(arm_q + finger_q, q_start):
+        builder.joint_q[index] = value
+    block_q0 = builder.joint_coord_count
+    block_body = add_block(builder, geometry, task.physical, contact)
+    pusher_body = builder.shape_body[pusher_shape]
+    pusher_center = np.array(builder.shape_transform[pusher_shape].p, dtype=np.float64)
+    layout = WorldLayout(
+        robot_bodies=robot_bodies,
+        robot_body_names=robot_names,
+        pusher_body=pusher_body,
+        pusher_center=pusher_center,
+        arm_q=arm_q,
+        finger_q=finger_q,
+        block_body=block_body,
+        block_q=list(range(block_q0, block_q0 + 7)),
+        bodies=builder.body_count,
+        joint_coords=builder.joint_coord_count,
+        joint_dofs=builder.joint_dof_count,
+    )
+    return builder, layout

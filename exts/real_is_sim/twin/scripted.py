@@ -1,0 +1,51 @@
+"""Scripted pusher motions: a tool path through world waypoints -> arm joint targets at the control rate (IK)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from real_is_sim.errors import DataError
+from real_is_sim.robot.kinematics import PandaKinematics
+from real_is_sim.transforms import pose_inverse, quat_rotate
+from real_is_sim_tasks.pusht.config import PushTCfg
+
+
+def sample_path(waypoints: np.ndarray, speed: float, dt: float) -> np.ndarray:
+    """Points every ``dt`` along the polyline ``waypoints [K, 3]`` travelled at constant ``speed`` (m/s)."""
+    waypoints = np.asarray(waypoints, dtype=np.float64)
+    if waypoints.ndim != 2 or waypoints.shape[1] != 3 or len(waypoints) < 2 or not np.all(np.isfinite(waypoints)):
+        raise DataError(f"waypoints must be at least two finite 3-vectors, got shape {waypoints.shape}")
+    if not speed > 0:
+        raise DataError(f"speed must be positive, got {speed}")
+    lengths = np.linalg.norm(np.diff(waypoints, axis=0), axis=1)
+    arc = np.concatenate([[0.0], np.cumsum(lengths)])
+    s = np.append(np.arange(0.0, arc[-1], speed * dt), arc[-1])
+    return np.stack([np.interp(s, arc, waypoints[:, k]) for k in range(3)], axis=1)
+
+
+class ScriptedPusher:
+    """Joint targets that move the pusher centre along world-frame paths, the hand pointing as at ``q_start``."""
+
+    def __init__(self, task: PushTCfg):
+        self.task = task
+        self.kinematics = PandaKinematics(tool_offset=task.robot.pusher_offset)
+        self.q_start = np.asarray(task.robot.q_start, dtype=np.float64)
+        self.rotation = self.kinematics.tool_pose(self.q_start).rotation.copy()
+        self._base_inv = pose_inverse(np.asarray(task.robot.base_pose, dtype=np.float64))
+
+    def to_base(self, points_world: np.ndarray) -> np.ndarray:
+        return self._base_inv[:3] + quat_rotate(self._base_inv[3:7], points_world)
+
+    def start_tool_position(self) -> np.ndarray:
+        """Pusher centre at ``q_start`` in the world frame."""
+        base = np.asarray(self.task.robot.base_pose, dtype=np.float64)
+        return base[:3] + quat_rotate(base[3:7], self.kinematics.tool_position(self.q_start))
+
+    def joint_path(self, waypoints_world: np.ndarray, speed: float, dt: float, q_init: np.ndarray | None = None) -> np.ndarray:
+        """Arm targets ``[T, 7]``, one per control step ``dt``, following the waypoints at ``speed``."""
+        q = self.q_start if q_init is None else np.asarray(q_init, dtype=np.float64)
+        path = []
+        for point in self.to_base(sample_path(waypoints_world, speed, dt)):
+            q = self.kinematics.solve(point, self.rotation, q)
+            path.append(q)
+        return np.array(path)

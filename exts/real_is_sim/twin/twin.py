@@ -1,0 +1,315 @@
+"""The PushT twin: one Newton model holding N independent worlds (Franka + pusher + T-block), stepped at 60 Hz.
+
+Conventions:
+- Poses are (px, py, pz, qx, qy, qz, qw). Worlds are replicated without spacing (Newton separates them by world
+  id, not by position), so every pose is in its own world's frame and equal states give equal numbers.
+- Object poses are of the body frame (see :mod:`real_is_sim.twin.tblock`); velocities are Newton's body twist
+  (linear velocity of the COM, angular velocity), both world frame.
+- ``object_wrench`` [N, n_obj, 6] is (force xyz [N], torque xyz [N m]), world frame, about the body's COM: exactly
+  Newton 1.8's ``State.body_f`` layout (``spatial_top`` = force, ``spatial_bottom`` = torque, applied at the COM,
+  see ``newton/_src/solvers/solver.py: integrate_rigid_body``). It is added to the object bodies in every substep of
+  every following ``step()`` until it is overwritten (assign a new array or edit it in place); it never reaches
+  the robot's links.
+- The robot is position-controlled, like the real Franka: its links are KINEMATIC bodies (infinite mass for the
+  block, untouched by gravity) whose joints follow the targets through a first-order lag (time constant
+  ``RobotCfg.tracking_time_constant``) capped at the Panda's joint speed limits; each substep writes the resulting
+  link poses and twists with forward kinematics. Dynamic links with XPBD joint drives were tried first and rejected
+  (measured, Newton 1.8 XPBD): the pusher oscillated by 3-5 cm around a fixed target and lagged 5-7 cm at 0.2 m/s,
+  and the URDF inertias made the arm diverge at the home pose (see docs/twin.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import newton
+import numpy as np
+import warp as wp
+
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.robot import franka
+from real_is_sim.transforms import quat_rotate
+from real_is_sim.twin.scene import BLOCK_LABEL, ContactSettings, add_table, build_world
+from real_is_sim.twin.tblock import block_geometry, table_plane
+from real_is_sim_tasks.pusht.config import PushTCfg
+
+SOLVERS = ("xpbd", "featherstone", "mujoco")
+BROAD_PHASES = ("nxn", "sap", "explicit")
+
+
+@dataclass
+class TwinCfg:
+    solver: str = "xpbd"  # "xpbd" | "featherstone" | "mujoco" (needs mujoco_warp)
+    substeps: int = 4  # physics substeps per control step
+    iterations: int = 2  # XPBD constraint iterations per substep
+    control_hz: Optional[float] = None  # None: the task's control_hz (60)
+    gravity: float = -9.81  # along world z
+    contact_gap: float = 0.005  # m of detection distance beyond touching (Newton's default 0.1 m is costly)
+    contact_margin: float = 0.0  # m outward offset of all colliders
+    rigid_contact_max: Optional[int] = None  # None: Newton's estimate
+    broad_phase: str = "nxn"
+    collide_every: int = 1  # run collision detection every k-th substep
+    deterministic: bool = False  # deterministic contact ordering (matters on CUDA; CPU runs are already repeatable)
+    device: str = "cpu"
+
+    def __post_init__(self):
+        if self.solver not in SOLVERS:
+            raise ConfigError(f"unknown solver {self.solver!r}: choose one of {SOLVERS}")
+        if self.broad_phase not in BROAD_PHASES:
+            raise ConfigError(f"unknown broad_phase {self.broad_phase!r}: choose one of {BROAD_PHASES}")
+        for name in ("substeps", "iterations", "collide_every"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"TwinCfg.{name} must be at least 1, got {getattr(self, name)}")
+        if self.control_hz is not None and not self.control_hz > 0:
+            raise ConfigError(f"TwinCfg.control_hz must be positive, got {self.control_hz}")
+        if not (self.contact_gap >= 0 and self.contact_margin >= 0):
+            raise ConfigError("TwinCfg.contact_gap and contact_margin must be non-negative")
+
+
+@wp.kernel
+def _apply_body_forces(
+    body_q: wp.array[wp.transform],
+    body_qd: wp.array[wp.spatial_vector],
+    body_mass: wp.array[float],
+    body_inertia: wp.array[wp.mat33],
+    base_f: wp.array[wp.spatial_vector],
+    linear_damping: wp.array[float],
+    angular_damping: wp.array[float],
+    body_f: wp.array[wp.spatial_vector],
+):
+    i = wp.tid()
+    rot = wp.transform_get_rotation(body_q[i])
+    v = wp.spatial_top(body_qd[i])
+    w = wp.spatial_bottom(body_qd[i])
+    damping_torque = wp.quat_rotate(rot, body_inertia[i] * wp.quat_rotate_inv(rot, w)) * (-angular_damping[i])
+    f = base_f[i]
+    body_f[i] = wp.spatial_vector(
+        wp.spatial_top(f) - body_mass[i] * linear_damping[i] * v, wp.spatial_bottom(f) + damping_torque
+    )
+
+
+def _as_numpy(value) -> np.ndarray:
+    if isinstance(value, wp.array):
+        return value.numpy()
+    if hasattr(value, "detach"):  # torch tensor
+        return value.detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+class Twin:
+    def __init__(self, task: PushTCfg, num_worlds: int = 1, cfg: TwinCfg | None = None):
+        if int(num_worlds) < 1:
+            raise ConfigError(f"num_worlds must be at least 1, got {num_worlds}")
+        self.task = task
+        self.cfg = cfg or TwinCfg()
+        self.num_worlds = int(num_worlds)
+        self.object_names = [BLOCK_LABEL]
+        self.control_dt = 1.0 / (self.cfg.control_hz or task.control_hz)
+        self.sim_dt = self.control_dt / self.cfg.substeps
+        self.geometry = block_geometry(task)
+
+        contact = ContactSettings(gap=self.cfg.contact_gap, margin=self.cfg.contact_margin)
+        gravity = (0.0, 0.0, self.cfg.gravity)
+        world, self.layout = build_world(task, self.geometry, contact, gravity)
+        builder = newton.ModelBuilder(gravity=gravity)
+        add_table(builder, table_plane(task.table), task.physical, contact)
+        builder.replicate(world, copy_count=self.num_worlds)
+        with wp.ScopedDevice(self.cfg.device):
+            self.model = builder.finalize(device=self.cfg.device)
+        if self.cfg.rigid_contact_max is not None:
+            self.model.rigid_contact_max = int(self.cfg.rigid_contact_max)
+        self._index_worlds()
+
+        flags = self.model.body_flags.numpy()
+        flags[self._robot_bodies.ravel()] = int(newton.BodyFlags.KINEMATIC)
+        self.model.body_flags.assign(flags)
+        self._robot_articulations = wp.array(
+            np.isin(np.arange(self.model.articulation_count), self._robot_articulation_ids), dtype=bool, device=self.cfg.device
+        )
+        self.solver = self._make_solver()
+        self.collision = newton.CollisionPipeline(
+            self.model,
+            broad_phase=self.cfg.broad_phase,
+            rigid_contact_max=self.cfg.rigid_contact_max,
+            deterministic=self.cfg.deterministic,
+        )
+        self.contacts = self.collision.contacts()
+        self.state = self.model.state()
+        self._next_state = self.model.state()
+        self.control = self.model.control()
+        newton.eval_fk(self.model, self.model.joint_q, self.model.joint_qd, self.state)
+
+        self._base_f = wp.zeros(self.model.body_count, dtype=wp.spatial_vector, device=self.cfg.device)
+        lin = np.zeros(self.model.body_count, dtype=np.float32)
+        ang = np.zeros(self.model.body_count, dtype=np.float32)
+        lin[self._object_bodies.ravel()] = task.physical.linear_damping
+        ang[self._object_bodies.ravel()] = task.physical.angular_damping
+        self._linear_damping = wp.array(lin, dtype=float, device=self.cfg.device)
+        self._angular_damping = wp.array(ang, dtype=float, device=self.cfg.device)
+        self._q_cmd = np.zeros((self.num_worlds, 7))  # the robot's actual (commanded) arm joints
+        self._q_target = np.zeros((self.num_worlds, 7))
+        self._joint_q = self.model.joint_q.numpy()
+        self.object_wrench = np.zeros((self.num_worlds, len(self.object_names), 6))
+        self._ik_q = wp.zeros_like(self.model.joint_q)
+        self._ik_qd = wp.zeros_like(self.model.joint_qd)
+        self.reset()
+
+    # ---- set-up helpers ------------------------------------------------------------------------------------
+    def _index_worlds(self) -> None:
+        lay, n = self.layout, self.num_worlds
+        offsets = np.arange(n)[:, None]
+        self._robot_bodies = offsets * lay.bodies + np.asarray(lay.robot_bodies)[None]
+        self._object_bodies = offsets * lay.bodies + np.array([lay.block_body])[None]
+        self._pusher_bodies = offsets[:, 0] * lay.bodies + lay.pusher_body
+        self._arm_q = offsets * lay.joint_coords + np.asarray(lay.arm_q)[None]
+        self._finger_q = offsets * lay.joint_coords + np.asarray(lay.finger_q)[None]
+        self._block_q = offsets * lay.joint_coords + np.asarray(lay.block_q)[None]
+        # Joint targets are indexed by coordinate (joint_target_q_start), velocities by dof. The robot comes first in
+        # each world and its joints are 1-dof or fixed, so its coordinate and dof indices agree within a world.
+        self._arm_dof = offsets * lay.joint_dofs + np.asarray(lay.arm_q)[None]
+        body_world = self.model.body_world.numpy()
+        if not np.all(body_world[self._object_bodies[:, 0]] == np.arange(n)):
+            raise RuntimeError("replicated worlds are not laid out world after world")
+        self._articulation_world = self.model.articulation_world.numpy()
+        # Each world holds two articulations: the robot (added first), then the block.
+        self._robot_articulation_ids = np.flatnonzero(np.arange(self.model.articulation_count) % 2 == 0)
+
+    def _make_solver(self):
+        cfg = self.cfg
+        if cfg.solver == "xpbd":
+            return newton.solvers.SolverXPBD(self.model, iterations=cfg.iterations)
+        if cfg.solver == "featherstone":
+            return newton.solvers.SolverFeatherstone(self.model)
+        try:
+            return newton.solvers.SolverMuJoCo(self.model, use_mujoco_contacts=False)
+        except ImportError as exc:
+            raise ConfigError(f"solver 'mujoco' needs the mujoco_warp package: {exc}") from None
+
+    def _world_ids(self, world_ids) -> np.ndarray:
+        if world_ids is None:
+            return np.arange(self.num_worlds)
+        ids = np.atleast_1d(np.asarray(world_ids))
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) or np.any(ids < 0) or np.any(ids >= self.num_worlds):
+            raise DataError(f"world_ids must be integers in [0, {self.num_worlds}), got {world_ids}")
+        return ids
+
+    @staticmethod
+    def _checked(name: str, value, shape: tuple) -> np.ndarray:
+        arr = _as_numpy(value).astype(np.float64)
+        if arr.shape != shape:
+            raise DataError(f"{name} must have shape {shape}, got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise DataError(f"{name} has non-finite values")
+        return arr
+
+    # ---- control -------------------------------------------------------------------------------------------
+    def reset(self, world_ids=None, object_poses=None, robot_q=None) -> None:
+        """Put the chosen worlds (default all) at rest at the given poses (default: the task's start poses)."""
+        ids = self._world_ids(world_ids)
+        n_obj = len(self.object_names)
+        if object_poses is None:
+            object_poses = np.broadcast_to(self.geometry.start_pose, (len(ids), n_obj, 7))
+        poses = self._checked("object_poses", object_poses, (len(ids), n_obj, 7))
+        norms = np.linalg.norm(poses[..., 3:7], axis=-1, keepdims=True)
+        if np.any(norms < 1e-9):
+            raise DataError("object_poses has a zero quaternion")
+        poses[..., 3:7] /= norms
+        if robot_q is None:
+            robot_q = np.broadcast_to(np.asarray(self.task.robot.q_start), (len(ids), 7))
+        q = self._checked("robot_q", robot_q, (len(ids), 7))
+
+        joint_q = self._joint_q
+        joint_q[self._arm_q[ids]] = q
+        joint_q[self._finger_q[ids]] = self.task.robot.finger_q
+        joint_q[self._block_q[ids]] = poses.reshape(len(ids), -1)  # free joint coordinates = body pose (one object)
+        self.state.joint_q.assign(joint_q)
+        joint_qd = self.state.joint_qd.numpy().reshape(self.num_worlds, self.layout.joint_dofs)
+        joint_qd[ids] = 0.0
+        self.state.joint_qd.assign(joint_qd.ravel())
+        mask = wp.array(np.isin(self._articulation_world, ids), dtype=bool, device=self.cfg.device)
+        newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=mask)
+        self._q_cmd[ids] = q
+        self._q_target[ids] = q
+
+    def step(self, robot_q_target=None) -> None:
+        """One control step (``control_dt``): set the arm targets [N, 7] (None: keep), then run the substeps."""
+        if robot_q_target is not None:
+            target = self._checked("robot_q_target", robot_q_target, (self.num_worlds, 7))
+            self._q_target = np.clip(target, franka.Q_MIN, franka.Q_MAX)
+        wrench = self._checked("object_wrench", self.object_wrench, (self.num_worlds, len(self.object_names), 6))
+        base = np.zeros((self.model.body_count, 6), dtype=np.float32)
+        base[self._object_bodies.ravel()] = wrench.reshape(-1, 6)
+        self._base_f.assign(base)
+        gain = 1.0 - np.exp(-self.sim_dt / self.task.robot.tracking_time_constant)
+        for substep in range(self.cfg.substeps):
+            self._drive_robot(gain)
+            wp.launch(
+                _apply_body_forces,
+                dim=self.model.body_count,
+                inputs=[
+                    self.state.body_q,
+                    self.state.body_qd,
+                    self.model.body_mass,
+                    self.model.body_inertia,
+                    self._base_f,
+                    self._linear_damping,
+                    self._angular_damping,
+                ],
+                outputs=[self.state.body_f],
+                device=self.cfg.device,
+            )
+            if substep % self.cfg.collide_every == 0:
+                self.collision.collide(self.state, self.contacts)
+            self.solver.step(self.state, self._next_state, self.control, self.contacts, self.sim_dt)
+            self.state, self._next_state = self._next_state, self.state
+
+    def _drive_robot(self, gain: float) -> None:
+        """Advance the arm one substep toward its targets and write its links' poses and twists (kinematic bodies)."""
+        step = np.clip((self._q_target - self._q_cmd) * gain, -franka.QD_MAX * self.sim_dt, franka.QD_MAX * self.sim_dt)
+        self._q_cmd = self._q_cmd + step
+        self._joint_q[self._arm_q] = self._q_cmd
+        self._joint_q[self._finger_q] = self.task.robot.finger_q
+        joint_qd = np.zeros(self.model.joint_dof_count, dtype=np.float32)
+        joint_qd[self._arm_dof] = step / self.sim_dt
+        self.state.joint_q.assign(self._joint_q)
+        self.state.joint_qd.assign(joint_qd)
+        newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=self._robot_articulations)
+
+    # ---- state views ---------------------------------------------------------------------------------------
+    def object_poses(self) -> np.ndarray:
+        return self.state.body_q.numpy()[self._object_bodies].astype(np.float64)
+
+    def object_velocities(self) -> np.ndarray:
+        return self.state.body_qd.numpy()[self._object_bodies].astype(np.float64)
+
+    def _joint_coordinates(self) -> tuple[np.ndarray, np.ndarray]:
+        # Read back from the links' simulated poses (not from the command), so a broken drive shows here.
+        newton.eval_ik(self.model, self.state, self._ik_q, self._ik_qd)
+        return self._ik_q.numpy(), self._ik_qd.numpy()
+
+    def robot_q(self) -> np.ndarray:
+        return self._joint_coordinates()[0][self._arm_q].astype(np.float64)
+
+    def robot_qd(self) -> np.ndarray:
+        return self._joint_coordinates()[1][self._arm_dof].astype(np.float64)
+
+    def robot_q_target(self) -> np.ndarray:
+        return self._q_target.copy()
+
+    @property
+    def robot_link_names(self) -> list[str]:
+        return list(self.layout.robot_body_names)
+
+    def robot_link_poses(self) -> np.ndarray:
+        return self.state.body_q.numpy()[self._robot_bodies].astype(np.float64)
+
+    def tool_position(self) -> np.ndarray:
+        pose = self.state.body_q.numpy()[self._pusher_bodies].astype(np.float64)
+        return pose[:, :3] + quat_rotate(pose[:, 3:7], self.layout.pusher_center)
+
+    def object_body_com(self) -> np.ndarray:
+        return self.model.body_com.numpy()[self._object_bodies[0]].astype(np.float64)
+
+    def object_mass(self) -> np.ndarray:
+        return self.model.body_mass.numpy()[self._object_bodies[0]].astype(np.float64)

@@ -1,0 +1,141 @@
+"""The PushT twin: resting, pushing, independent worlds, determinism, wrenches, clear errors."""
+
+import numpy as np
+import pytest
+
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.twin import Twin, TwinCfg
+from real_is_sim.transforms import quat_rotate
+from real_is_sim.twin.scripted import ScriptedPusher
+from real_is_sim.twin.tblock import table_plane
+from real_is_sim_tasks.pusht import REAL_YAML, load_pusht_cfg
+
+PUSH_Z = 0.035  # pusher centre height: the capsule's bottom just above the z = 0 table
+
+
+def _push_plan(task, block_xy, start_dy=-0.23, end_dy=-0.12, speed=0.1, dt=1 / 60):
+    """Arm start configuration below the stem and the joint path pushing the block towards +y."""
+    pusher = ScriptedPusher(task)
+    start = np.array([block_xy[0], block_xy[1] + start_dy, PUSH_Z])
+    q0 = pusher.kinematics.solve(pusher.to_base(start), pusher.rotation, pusher.q_start)
+    path = pusher.joint_path(np.array([start, [block_xy[0], block_xy[1] + end_dy, PUSH_Z]]), speed, dt, q0)
+    return q0, path
+
+
+def test_block_at_rest_stays_on_table():
+    twin = Twin(load_pusht_cfg(), num_worlds=1)
+    z0 = twin.object_poses()[0, 0, 2]
+    for _ in range(120):  # 2 s
+        twin.step()
+    pose = twin.object_poses()[0, 0]
+    assert abs(pose[2] - z0) < 1e-3
+    assert np.linalg.norm(pose[:2] - twin.geometry.start_pose[:2]) < 1e-3
+
+
+def test_real_block_rests_on_real_table(shared_data):
+    twin = Twin(load_pusht_cfg(REAL_YAML), num_worlds=1)
+    assert len(twin.geometry.centers) == 466 and twin.geometry.radius == pytest.approx(0.006, abs=1e-6)
+    plane = table_plane(twin.task.table)
+
+    def clearance():  # lowest sphere's gap to the (tilted) table; the scanned pose is not exactly flat on it
+        pose = twin.object_poses()[0, 0]
+        world = pose[:3] + quat_rotate(pose[3:7], twin.geometry.centers)
+        return np.min(world @ plane[:3] + plane[3]) - twin.geometry.radius
+
+    assert abs(clearance()) < 1e-6
+    for _ in range(120):
+        twin.step()
+    assert abs(clearance()) < 1e-3
+
+
+def test_push_moves_block_and_worlds_are_independent():
+    task = load_pusht_cfg()
+    twin = Twin(task, num_worlds=2)
+    poses = np.repeat(twin.geometry.start_pose[None, None], 2, axis=0)
+    poses[1, 0, 0] += 0.05  # world 1 starts elsewhere and is not pushed
+    q_push, path = _push_plan(task, poses[0, 0, :2])
+    twin.reset(object_poses=poses, robot_q=np.stack([q_push, task.robot.q_start]))
+    before = twin.object_poses()
+    for q in path:
+        twin.step(np.stack([q, task.robot.q_start]))
+    after = twin.object_poses()
+    moved = after[0, 0, :3] - before[0, 0, :3]
+    assert moved[1] > 0.03 and abs(moved[0]) < 0.5 * moved[1]  # along the push (+y)
+    assert np.linalg.norm(after[1, 0, :3] - before[1, 0, :3]) < 1e-3  # the other world's block stays
+    assert abs(after[1, 0, 0] - after[0, 0, 0]) > 0.04  # different start poses stay different
+
+
+def test_reset_of_one_world_leaves_the_other():
+    twin = Twin(load_pusht_cfg(), num_worlds=2)
+    before = twin.object_poses()
+    moved = before[1:].copy()
+    moved[0, 0, 1] += 0.1
+    twin.reset(world_ids=[1], object_poses=moved)
+    after = twin.object_poses()
+    np.testing.assert_allclose(after[0], before[0], atol=1e-7)
+    np.testing.assert_allclose(after[1, 0, :3], moved[0, 0, :3], atol=1e-6)
+
+
+def test_same_inputs_give_identical_trajectories():
+    task = load_pusht_cfg()
+    q_push, path = _push_plan(task, np.array([0.45, 0.0]), end_dy=-0.15)
+    runs = []
+    for _ in range(2):
+        twin = Twin(task, num_worlds=1)
+        twin.reset(robot_q=q_push[None])
+        trajectory = []
+        for q in path:
+            twin.step(q[None])
+            trajectory.append(twin.object_poses())
+        runs.append(np.array(trajectory))
+    assert np.array_equal(runs[0], runs[1])
+    assert np.abs(runs[0][-1] - runs[0][0]).max() > 1e-3  # the push really happened
+
+
+def test_undriven_robot_does_not_sag():
+    task = load_pusht_cfg()
+    twin = Twin(task, num_worlds=1)
+    tool0 = twin.tool_position().copy()
+    for _ in range(60):
+        twin.step()  # no targets: hold
+    np.testing.assert_allclose(twin.robot_q()[0], task.robot.q_start, atol=1e-4)
+    np.testing.assert_allclose(twin.tool_position(), tool0, atol=1e-4)
+
+
+def test_object_wrench_pushes_block_and_persists():
+    twin = Twin(load_pusht_cfg(), num_worlds=2)
+    start = twin.object_poses()
+    twin.object_wrench[0, 0, :3] = [3.0, 0.0, 0.0]  # above friction (0.5 * 0.2 kg * g = 1 N)
+    for _ in range(30):
+        twin.step()
+    moved = twin.object_poses() - start
+    assert moved[0, 0, 0] > 0.01 and abs(moved[0, 0, 1]) < 0.3 * moved[0, 0, 0]
+    assert np.abs(moved[1, 0, :3]).max() < 1e-3  # world 1 had no wrench
+    assert twin.object_mass()[0] == pytest.approx(0.2, rel=1e-6)
+
+
+def test_physical_params_change_the_model():
+    task = load_pusht_cfg(overrides=["physical.mass_scale=2.0", "physical.com_offset=[0.01,0.0,0.0]", "physical.block_scale=1.1"])
+    twin = Twin(task, num_worlds=1)
+    base = Twin(load_pusht_cfg(), num_worlds=1)
+    assert twin.object_mass()[0] == pytest.approx(2 * base.object_mass()[0], rel=1e-6)
+    np.testing.assert_allclose(twin.object_body_com()[0], 1.1 * base.object_body_com()[0] + [0.01, 0, 0], atol=1e-6)
+
+
+def test_bad_inputs_raise_one_clear_error(tmp_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("block: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_pusht_cfg(bad_yaml)
+    with pytest.raises(ConfigError, match="unknown solver"):
+        TwinCfg(solver="bullet")
+    with pytest.raises(ConfigError, match="sphere_radius must be positive"):
+        load_pusht_cfg(overrides=["block.sphere_radius=-0.01"])
+    missing = load_pusht_cfg(overrides=["block.source=file", f"block.object_file={tmp_path / 'none.json'}"])
+    with pytest.raises(DataError, match="object file not found"):
+        Twin(missing)
+    twin = Twin(load_pusht_cfg(), num_worlds=1)
+    with pytest.raises(DataError, match="robot_q_target must have shape"):
+        twin.step(np.zeros((2, 7)))
+    with pytest.raises(DataError, match="non-finite"):
+        twin.reset(object_poses=np.full((1, 1, 7), np.nan))
