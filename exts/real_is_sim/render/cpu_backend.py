@@ -207,8 +207,26 @@ class TileLists:
     tile_size: int
 
 
+def _min_sigma_over_tiles(means2d, conics, tile_x, tile_y, tile_size):
+    """Smallest sigma = 0.5 d^T conic d of each Gaussian over the pixel centres of its tile (float64)."""
+    lo_x, lo_y = tile_x * tile_size + 0.5 - means2d[:, 0], tile_y * tile_size + 0.5 - means2d[:, 1]
+    hi_x, hi_y = lo_x + tile_size - 1, lo_y + tile_size - 1
+    a, b, c = conics[:, 0], conics[:, 1], conics[:, 2]
+    sigma = lambda dx, dy: 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy  # noqa: E731
+    inside = (lo_x <= 0) & (hi_x >= 0) & (lo_y <= 0) & (hi_y >= 0)
+    best = np.full(len(a), np.inf)
+    for dx in (lo_x, hi_x):  # vertical edges: best dy for this dx, clamped to the edge
+        best = np.minimum(best, sigma(dx, np.clip(-b * dx / c, lo_y, hi_y)))
+    for dy in (lo_y, hi_y):
+        best = np.minimum(best, sigma(np.clip(-b * dy / a, lo_x, hi_x), dy))
+    return np.where(inside, 0.0, best)
+
+
 def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n_cameras: int, n_gaussians: int,
-                   width: int, height: int, tile_size: int) -> TileLists:
+                   width: int, height: int, tile_size: int, conics: np.ndarray | None = None,
+                   sigma_limits: np.ndarray | None = None) -> TileLists:
+    """Tile lists; with ``conics`` and ``sigma_limits`` (ln(255 opacity) per camera * N + index), a
+    Gaussian is also dropped from the tiles of its box where its ellipse misses every pixel centre."""
     tiles_x = (width + tile_size - 1) // tile_size
     tiles_y = (height + tile_size - 1) // tile_size
     tiles_per_camera = tiles_x * tiles_y
@@ -226,6 +244,11 @@ def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n
     local = np.arange(len(owner)) - np.repeat(np.cumsum(per_gaussian) - per_gaussian, per_gaussian)
     tile_x = x0[owner] + local % span_x[owner]
     tile_y = y0[owner] + local // span_x[owner]
+    if conics is not None and len(owner):
+        g = order[owner]
+        touches = _min_sigma_over_tiles(means2d[g].astype(np.float64), conics[g].astype(np.float64), tile_x, tile_y,
+                                        tile_size) <= sigma_limits[g]
+        owner, tile_x, tile_y = owner[touches], tile_x[touches], tile_y[touches]
     keys = (order[owner] // n_gaussians) * tiles_per_camera + tile_y * tiles_x + tile_x
     by_tile = np.argsort(keys, kind="stable")  # stable: stays front to back within a tile
     keys = keys[by_tile]
@@ -279,13 +302,14 @@ class RasterizeCPU(torch.autograd.Function):
                         _wp(inputs[5], wp.mat44), _wp(inputs[6], wp.mat33), N, width, height, eps2d, near_plane, far_plane]
         projected = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)]
         wp.launch(_project, dim=C * N, inputs=project_args, outputs=projected, device="cpu")
-        tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), C, N, width, height, tile_size)
+        per_view = _per_view_arrays(inputs[3], inputs[4], C)
+        tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), C, N, width, height, tile_size,
+                               conics.numpy(), per_view[2].numpy())
         rgb, T = torch.zeros(C * height * width, 3), torch.ones(C * height * width)
         counts = torch.zeros(C * height * width, dtype=torch.int32)
         tile_args = [_wp(tiles.flatten_ids, wp.int32), _wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
         # per (camera, Gaussian) copies: the inner loops index by g without a modulo
-        per_view = _per_view_arrays(inputs[3], inputs[4], C)
         gaussians = [projected[0], projected[1], *(_wp(t, d) for t, d in zip(per_view, (wp.float32, wp.vec3, wp.float32)))]
         outputs = [_wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)]
 
