@@ -156,3 +156,10 @@ def test_bad_size_and_backend_raise():
     if not torch.cuda.is_available():
         with pytest.raises(RenderError, match="CUDA"):
             rasterization(*params, viewmat[None].float(), K[None].float(), W, H, backend="gsplat")
+
+
+def test_empty_cloud_renders_background():
+    empty = [torch.zeros(0, 3), torch.zeros(0, 4), torch.zeros(0, 3), torch.zeros(0), torch.zeros(0, 3)]
+    K = torch.tensor([[60.0, 0, 32.0], [0, 60.0, 24.0], [0, 0, 1]])[None]
+    rgb, alpha, _ = rasterization(*empty, torch.eye(4)[None], K, W, H, backgrounds=torch.ones(1, 3), backend="cpu")
+    assert rgb.shape == (1, H, W, 3) and torch.all(rgb == 1) and torch.all(alpha == 0)

@@ -90,11 +90,14 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
 
 def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                    backgrounds, near_plane, far_plane, eps2d, tile_size, camera_threads):
+    # the Warp kernels run on the CPU: move (differentiably) whatever lives elsewhere
+    means, quats, scales, opacities, colors, viewmats, Ks = (t.cpu() for t in (means, quats, scales, opacities, colors,
+                                                                                 viewmats, Ks))
     settings = (width, height, float(eps2d), float(near_plane), float(far_plane), int(tile_size), int(camera_threads))
     rgb, alpha, means2d, conics, depths, radii = cpu_backend.RasterizeCPU.apply(
         means, quats, scales, opacities, colors, viewmats, Ks, settings)
     if backgrounds is not None:
-        bg = backgrounds.float()
+        bg = backgrounds.float().cpu()
         rgb = rgb + (1.0 - alpha) * (bg[:, None, None, :] if bg.ndim == 2 else bg)
     C, N = viewmats.shape[0], means.shape[0]
     meta = {"backend": "cpu", "means2d": means2d.reshape(C, N, 2), "conics": conics.reshape(C, N, 3),
