@@ -48,7 +48,7 @@ class TwinCfg:
     contact_gap: float = 0.005  # m of detection distance beyond touching (Newton's default 0.1 m is costly)
     contact_margin: float = 0.0  # m outward offset of all colliders
     rigid_contact_max: Optional[int] = None  # None: Newton's estimate
-    broad_phase: str = "nxn"
+    broad_phase: str = "explicit"  # precomputed shape pairs: much faster than "nxn" or "sap" with many worlds (measured)
     collide_every: int = 1  # run collision detection every k-th substep
     deterministic: bool = False  # deterministic contact ordering (matters on CUDA; CPU runs are already repeatable)
     device: str = "cpu"
