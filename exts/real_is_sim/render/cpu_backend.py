@@ -91,8 +91,9 @@ def _pixel_of(active: int, local: int, tile_keys: wp.array(dtype=wp.int32), tile
 
 @wp.kernel(enable_backward=False)
 def _composite_forward(
+    # per entry of the tile lists (gathered in list order, so the inner loop reads memory in sequence)
     means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), opacities: wp.array(dtype=float),
-    colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float), flatten_ids: wp.array(dtype=wp.int32),
+    colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float),
     tile_keys: wp.array(dtype=wp.int32), tile_starts: wp.array(dtype=wp.int32), tile_ends: wp.array(dtype=wp.int32),
     first_tile: int, width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
     out_rgb: wp.array(dtype=wp.vec3), out_T: wp.array(dtype=float), out_count: wp.array(dtype=wp.int32),
@@ -111,21 +112,20 @@ def _composite_forward(
     count = int(0)
     start = tile_starts[active]
     for i in range(start, tile_ends[active]):
-        g = flatten_ids[i]
-        m = means2d[g]
-        q = conics[g]
+        m = means2d[i]
+        q = conics[i]
         dx = m[0] - px
         dy = m[1] - py
         sigma = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
-        if sigma < 0.0 or sigma > log_opacity_limits[g]:  # alpha < 1/255 for sure: skip the exp
+        if sigma < 0.0 or sigma > log_opacity_limits[i]:  # alpha < 1/255 for sure: skip the exp
             continue
-        alpha = wp.min(MAX_ALPHA, opacities[g] * wp.exp(-sigma))
+        alpha = wp.min(MAX_ALPHA, opacities[i] * wp.exp(-sigma))
         if alpha < ALPHA_THRESHOLD:
             continue
         next_T = T * (1.0 - alpha)
         if next_T <= TRANSMITTANCE_THRESHOLD:
             break
-        rgb = rgb + colors[g] * (alpha * T)
+        rgb = rgb + colors[i] * (alpha * T)
         T = next_T
         count = i - start + 1
     pixel = (where[0] * height + y) * width + x
@@ -136,6 +136,7 @@ def _composite_forward(
 
 @wp.kernel(enable_backward=False)
 def _composite_backward(
+    # list-ordered like the forward's; gradients go to flatten_ids[i] = camera * N + Gaussian
     means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), opacities: wp.array(dtype=float),
     colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float), flatten_ids: wp.array(dtype=wp.int32),
     tile_keys: wp.array(dtype=wp.int32), tile_starts: wp.array(dtype=wp.int32),
@@ -166,23 +167,24 @@ def _composite_backward(
     g_alpha = v_alpha[pixel]
     start = tile_starts[active]
     for j in range(count):  # back to front over the Gaussians the forward pass blended
-        g = flatten_ids[start + count - 1 - j]
-        m = means2d[g]
-        q = conics[g]
+        i = start + count - 1 - j
+        m = means2d[i]
+        q = conics[i]
         dx = m[0] - px
         dy = m[1] - py
         sigma = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
-        if sigma < 0.0 or sigma > log_opacity_limits[g]:
+        if sigma < 0.0 or sigma > log_opacity_limits[i]:
             continue
         vis = wp.exp(-sigma)
-        raw_alpha = opacities[g] * vis
+        raw_alpha = opacities[i] * vis
         alpha = wp.min(MAX_ALPHA, raw_alpha)
         if sigma < 0.0 or alpha < ALPHA_THRESHOLD:
             continue
         one_minus = 1.0 - alpha
         T = T / one_minus  # transmittance in front of this Gaussian
         weight = alpha * T
-        c = colors[g]
+        c = colors[i]
+        g = flatten_ids[i]
         v_colors[g] = v_colors[g] + g_rgb * weight
         v_a = wp.dot(g_rgb, c * T - behind / one_minus) + g_alpha * T_final / one_minus
         behind = behind + c * weight
@@ -265,6 +267,14 @@ def _per_view_arrays(opacities: torch.Tensor, colors: torch.Tensor, n_cameras: i
     return opacities, colors.repeat(n_cameras, 1).contiguous(), limits
 
 
+def _gather_records(tiles: TileLists, means2d, conics, per_view) -> list[torch.Tensor]:
+    """means2d, conics, opacities, colours, sigma limits of every tile-list entry, in list order."""
+    index = torch.from_numpy(tiles.flatten_ids).long()
+    opacities, colors, limits = per_view
+    return [means2d[index].contiguous(), conics[index].contiguous(), opacities[index].contiguous(),
+            colors[index].contiguous(), limits[index].contiguous()]
+
+
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -307,10 +317,10 @@ class RasterizeCPU(torch.autograd.Function):
                                conics.numpy(), per_view[2].numpy())
         rgb, T = torch.zeros(C * height * width, 3), torch.ones(C * height * width)
         counts = torch.zeros(C * height * width, dtype=torch.int32)
-        tile_args = [_wp(tiles.flatten_ids, wp.int32), _wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
+        records = _gather_records(tiles, means2d, conics, per_view)
+        gaussians = [_wp(t, d) for t, d in zip(records, (wp.vec2, wp.vec3, wp.float32, wp.vec3, wp.float32))]
+        tile_args = [_wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
-        # per (camera, Gaussian) copies: the inner loops index by g without a modulo
-        gaussians = [projected[0], projected[1], *(_wp(t, d) for t, d in zip(per_view, (wp.float32, wp.vec3, wp.float32)))]
         outputs = [_wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)]
 
         def composite(c):
@@ -319,7 +329,7 @@ class RasterizeCPU(torch.autograd.Function):
                       inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry], outputs=outputs)
 
         _for_each_camera(composite, C, threads)
-        ctx.save_for_backward(*inputs, means2d, conics, depths, radii, T, counts, *per_view)
+        ctx.save_for_backward(*inputs, means2d, conics, depths, radii, T, counts, *records)
         ctx.tiles, ctx.settings = tiles, settings
         ctx.mark_non_differentiable(means2d, conics, depths, radii)
         return rgb.reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width, 1), means2d, conics, depths, radii
@@ -327,7 +337,7 @@ class RasterizeCPU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, v_rgb, v_alpha, *unused):
         (means, quats, scales, opacities, colors, viewmats, Ks, means2d, conics, depths, radii, T, counts,
-         *per_view) = ctx.saved_tensors
+         *records) = ctx.saved_tensors
         width, height, eps2d, near_plane, far_plane, tile_size, threads = ctx.settings
         tiles = ctx.tiles
         C, N = viewmats.shape[0], means.shape[0]
@@ -335,10 +345,10 @@ class RasterizeCPU(torch.autograd.Function):
         v_opacities, v_colors = torch.zeros(C * N), torch.zeros(C * N, 3)
         v_rgb = torch.zeros(T.shape[0], 3) if v_rgb is None else v_rgb.reshape(-1, 3).float().contiguous()
         v_alpha = torch.zeros(T.shape[0]) if v_alpha is None else v_alpha.reshape(-1).float().contiguous()
-        tile_args = [_wp(tiles.flatten_ids, wp.int32), _wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
+        tile_args = [_wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
-        gaussians = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3),
-                     *(_wp(t, d) for t, d in zip(per_view, (wp.float32, wp.vec3, wp.float32)))]
+        gaussians = [_wp(t, d) for t, d in zip(records, (wp.vec2, wp.vec3, wp.float32, wp.vec3, wp.float32))]
+        gaussians.append(_wp(tiles.flatten_ids, wp.int32))
         per_pixel = [_wp(T), _wp(counts, wp.int32), _wp(v_rgb, wp.vec3), _wp(v_alpha)]
         grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
 
