@@ -7,7 +7,8 @@ Each control tick (Embodied Gaussians, steps 1-3 of the loop):
    of the object Gaussians' means and quats (the twin's bodies are not touched);
 3. turn each Gaussian's displacement into a force on its body (:mod:`real_is_sim.correction.wrench`).
 The copies are thrown away at the next tick: the Gaussians are re-posed on the bodies after physics
-stepped (step 5). Adam's moment estimates persist across ticks, so consistent errors build momentum.
+stepped (step 5). Adam starts afresh each tick unless ``persistent_optimizer`` carries its moments over
+(momentum across frames: faster on steady errors, but it overshoots; measured in docs/correction.md).
 
 Tracking health: the residual is the mean colour error inside each object's rendered silhouette at the
 twin's pose; confidence falls with it, and an object whose residual stays above ``lost_residual`` for
@@ -17,16 +18,17 @@ twin's pose; confidence falls with it, and an object whose residual stays above 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import List, Optional
 
 import numpy as np
 import torch
 
 from real_is_sim.correction.wrench import displacement_wrench
 from real_is_sim.errors import ConfigError
-from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud, quat_to_rotmat_wxyz
-from real_is_sim.render import rasterization
+from real_is_sim.gaussians.cloud import STATIC_WORLD, GaussianCloud, pose_cloud, quat_to_rotmat_wxyz
+from real_is_sim.render.clouds import render_clouds
 
-LOSSES = ("l1", "robust_l1")
+LOSSES = ("l1", "l2")
 
 
 @dataclass
@@ -35,26 +37,40 @@ class VisualForceSensorCfg:
     lr_means: float = 0.0015
     lr_quats: float = 0.001
     kp: float = 4.0  # N/m per Gaussian (see wrench.py)
-    max_force: float = 10.0  # N, per body
-    max_torque: float = 1.0  # N m, per body
-    # "robust_l1" truncates the per-pixel error at outlier_threshold (zero gradient beyond it), so pixels the
-    # twin cannot explain (an unmodelled robot, a hand) do not pull the objects.
-    loss: str = "l1"
-    outlier_threshold: float = 0.35
+    max_force: float = 5.0  # N, per body
+    max_torque: float = 0.2  # N m, per body
+    # Normal of the surface the objects slide on: the wrench is kept planar (force in the surface, torque about
+    # the normal). None: a full 6-D wrench.
+    plane_normal: Optional[List[float]] = None
+    # Per-pixel colour error, averaged over the pixels of all views. "l2": its gradient grows with the pose
+    # error, so the visual force does too; "l1": the gradient's size is the same for any error (a relay: the
+    # twin rings around the observed pose; measured in docs/correction.md).
+    loss: str = "l2"
+    # Adam's epsilon sets the gradient size below which a Gaussian's step is proportional to its gradient
+    # (above it, ~lr per iteration): with "l2" that makes the force proportional to small errors, saturated
+    # for large ones. torch's default 1e-8 turns every gradient into a full lr step (a relay again).
+    adam_eps: float = 1e-4
+    # Robust loss: a pixel whose colour error exceeds outlier_threshold gets no gradient, so pixels the twin
+    # cannot explain (an unmodelled robot arm, a hand) do not pull the objects. None: plain loss.
+    outlier_threshold: Optional[float] = None
     backend: str = "auto"
     residual_scale: float = 0.1  # confidence = exp(-residual / residual_scale)
     lost_residual: float = 0.3
     lost_after_ticks: int = 10
     silhouette_alpha: float = 0.5
+    # Carry Adam's moment estimates from tick to tick (momentum across frames) or start afresh each tick.
+    persistent_optimizer: bool = False
 
     def __post_init__(self):
         if self.iterations < 0:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
-        for name in ("lr_means", "lr_quats", "kp", "max_force", "max_torque", "residual_scale", "lost_residual"):
+        for name in ("lr_means", "lr_quats", "kp", "max_force", "max_torque", "residual_scale", "lost_residual", "adam_eps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
+        if self.plane_normal is not None and (len(self.plane_normal) != 3 or not np.linalg.norm(self.plane_normal) > 0):
+            raise ValueError(f"plane_normal must be a non-zero 3-vector, got {self.plane_normal}")
         if self.lost_after_ticks < 1:
             raise ValueError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
 
@@ -110,6 +126,7 @@ class VisualForceSensor:
         self._viewmats = torch.as_tensor(np.stack([c.viewmat for c in cameras]), dtype=torch.float32)
         self._Ks = torch.as_tensor(np.stack([c.K for c in cameras]), dtype=torch.float32)
         self._backgrounds = torch.stack([self._background_image(c) for c in cameras])
+        self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
         self._adam_state: dict[str, torch.Tensor] | None = None
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
 
@@ -154,10 +171,11 @@ class VisualForceSensor:
             adam.zero_grad()
             loss.backward()
             adam.step()
-        self._remember(adam, means, quats)
+        if self.cfg.persistent_optimizer:
+            self._remember(adam, means, quats)
         wrench = displacement_wrench(
             means0.detach(), means.detach(), self.cloud.body_ids, com_world,
-            self.cfg.kp, self.cfg.max_force, self.cfg.max_torque,
+            self.cfg.kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal,
         )
         visible = np.isfinite(residual)
         bad = visible & (residual > self.cfg.lost_residual)
@@ -196,25 +214,26 @@ class VisualForceSensor:
         R = quat_to_rotmat_wxyz(torch.cat([poses[:, 6:7], poses[:, 3:6]], dim=-1))
         return poses[:, :3] + torch.einsum("bij,bj->bi", R, self.body_com)
 
-    def _render(self, means, quats, occluders, view, colors=None, with_occluders=True):
-        cloud = self.cloud
-        parts = [(means, quats, cloud.scales, cloud.opacities, cloud.colors if colors is None else colors)]
-        if occluders is not None and with_occluders:
-            occ_colors = occluders.colors if colors is None else torch.zeros_like(occluders.colors)
-            parts.append((occluders.means, occluders.quats, occluders.scales, occluders.opacities, occ_colors))
-        m, q, s, o, c = (torch.cat([p[k] for p in parts]) for k in range(5))
+    def _render(self, means, quats, occluders, view, colors=None):
+        """The objects' Gaussians at ``means``/``quats`` (world) over the backgrounds, occluders in front where
+        they are; with ``colors`` given (id colours), a coverage render on black without occluders."""
+        c = self.cloud
+        objects = GaussianCloud(means, quats, c.scales, c.opacities, c.colors if colors is None else colors,
+                                torch.full_like(c.body_ids, STATIC_WORLD))
+        clouds = [objects] if occluders is None or colors is not None else [objects, occluders]
         backgrounds = self._backgrounds[view] if colors is None else torch.zeros_like(self._backgrounds[view])
-        image, alpha, _ = rasterization(
-            m, q, s, o, c, self._viewmats[view], self._Ks[view], self.width, self.height,
-            backgrounds=backgrounds, backend=self.cfg.backend,
+        image, alpha, _ = render_clouds(
+            clouds, [None] * len(clouds), self._viewmats[view], self._Ks[view], self.width, self.height,
+            requires_grad=[True] + [False] * (len(clouds) - 1), backgrounds=backgrounds, backend=self.cfg.backend,
         )
         return image, alpha
 
     def _photometric_loss(self, image: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        error = (image - targets).abs().mean(dim=-1)  # (C, H, W)
-        if self.cfg.loss == "robust_l1":
-            error = torch.where(error < self.cfg.outlier_threshold, error, error.detach())
-        return error.sum()
+        difference = (image - targets).abs().mean(dim=-1)  # (C, H, W) mean colour error per pixel
+        error = difference.square() if self.cfg.loss == "l2" else difference
+        if self.cfg.outlier_threshold is not None:
+            error = torch.where(difference < self.cfg.outlier_threshold, error, error.detach())
+        return error.mean()
 
     def _residual(self, image, targets, means0, quats0, view) -> np.ndarray:
         """Mean colour error inside each body's silhouette, over the accepted views; nan if unseen."""
@@ -223,14 +242,15 @@ class VisualForceSensor:
         with torch.no_grad():
             for b in range(self.num_bodies):
                 onehot = (self.cloud.body_ids == b).float()[:, None].expand(-1, 3).contiguous()
-                _, coverage = self._render(means0.detach(), quats0.detach(), None, view, colors=onehot, with_occluders=False)
+                _, coverage = self._render(means0.detach(), quats0.detach(), None, view, colors=onehot)
                 inside = coverage[..., 0] > self.cfg.silhouette_alpha
                 if inside.any():
                     residual[b] = float(error[inside].mean())
         return residual
 
     def _optimizer(self, means, quats) -> torch.optim.Adam:
-        adam = torch.optim.Adam([{"params": [means], "lr": self.cfg.lr_means}, {"params": [quats], "lr": self.cfg.lr_quats}])
+        adam = torch.optim.Adam([{"params": [means], "lr": self.cfg.lr_means}, {"params": [quats], "lr": self.cfg.lr_quats}],
+                                eps=self.cfg.adam_eps)
         if self._adam_state is not None and self._adam_state["means_m"].shape == means.shape:
             # Carry the moment estimates over from the last tick (the parameters themselves are reset).
             for param, key in ((means, "means"), (quats, "quats")):

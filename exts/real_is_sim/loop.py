@@ -1,0 +1,138 @@
+"""The online loop: one 1/60 s tick of Real-is-Sim, the same wiring online and offline.
+
+Per tick: frames in -> visual-force sensor -> actuator -> physics step -> (Gaussians re-posed on the bodies)
+-> follower command out. Two switches: ``visual_forces`` (steps 1-4) and ``follow_real`` (step 6). With both
+off, nothing is rendered and nothing is sent: the twin is a plain virtual environment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from real_is_sim.cameras.base import CameraSource
+from real_is_sim.cameras.sync import FrameSynchronizer, SyncedFrames
+from real_is_sim.correction.actuator import VisualForceActuator
+from real_is_sim.correction.sensor import SensorReading, VisualForceSensor
+from real_is_sim.robot.follower import Follower
+
+
+@dataclass
+class LoopCfg:
+    visual_forces: bool = True
+    follow_real: bool = True
+    # Pace ticks against the wall clock (online); False runs as fast as possible (replay, benchmarks).
+    realtime: bool = False
+    stale_after: float = 0.05  # s: an older frame is not used for the correction
+    world: int = 0  # the twin world that mirrors reality
+    # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms):
+    # comparing an old frame with the current twin makes the correction overshoot, then oscillate.
+    latency_compensation: bool = True
+
+
+@dataclass
+class TickReport:
+    t: float
+    reading: SensorReading | None
+    frames_used: list[str] = field(default_factory=list)
+    frames_stale: list[str] = field(default_factory=list)
+    frames_missing: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
+
+
+class OnlineLoop:
+    def __init__(
+        self,
+        cfg: LoopCfg,
+        twin,
+        sensor: VisualForceSensor | None = None,
+        actuator: VisualForceActuator | None = None,
+        source: CameraSource | None = None,
+        follower: Follower | None = None,
+        occluders: Callable[[np.ndarray], object] | None = None,
+    ):
+        """``occluders(robot_q) -> GaussianCloud`` renders the robot into the sensor's views (e.g.
+        ``RobotAppearance.cloud``); ``source`` delivers the camera frames, ``follower`` the real arm."""
+        if cfg.visual_forces and (sensor is None or actuator is None or source is None):
+            raise ValueError("visual_forces needs a sensor, an actuator and a camera source")
+        if cfg.follow_real and follower is None:
+            raise ValueError("follow_real needs a follower")
+        self.cfg = cfg
+        self.twin = twin
+        self.sensor = sensor
+        self.actuator = actuator
+        self.source = source
+        self.follower = follower
+        self.occluders = occluders
+        self.sync = FrameSynchronizer([c.name for c in sensor.cameras], cfg.stale_after) if cfg.visual_forces else None
+        self.t = 0.0
+        self.ticks = 0
+        history = int(np.ceil(2 * cfg.stale_after / twin.control_dt)) + 2
+        self._pose_history: deque[tuple[float, np.ndarray]] = deque(maxlen=history)
+        self._pose_history.append((0.0, twin.object_poses()[cfg.world]))
+
+    def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
+        """One control step at time ``self.t``; ``robot_q_target`` ``(num_worlds, 7)`` drives the twin robot."""
+        cfg, twin, w = self.cfg, self.twin, self.cfg.world
+        report = TickReport(self.t, None)
+        clock = time.perf_counter()
+        if cfg.visual_forces:
+            synced = self._frames(self.t)
+            report.frames_used = list(synced.fresh)
+            report.frames_stale, report.frames_missing = synced.stale, synced.missing
+            images = [synced.fresh[c.name].image if c.name in synced.fresh else None for c in self.sensor.cameras]
+            occluders = self.occluders(twin.robot_q()[w]) if self.occluders is not None else None
+            exposed = np.median([f.timestamp for f in synced.fresh.values()]) if synced.fresh else self.t
+            report.reading = self.sensor.update(self._poses_at(exposed), images, occluders)
+            self.actuator.apply(report.reading.wrench, world=w)
+            report.seconds["sensor"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        twin.step(robot_q_target)
+        report.seconds["physics"] = time.perf_counter() - clock
+        if cfg.visual_forces:
+            # The wrench belongs to this tick's frames only (step 5: Gaussians are re-posed next tick).
+            self.actuator.clear(world=w)
+        self.ticks += 1
+        self.t = self.ticks * twin.control_dt
+        self._pose_history.append((self.t, twin.object_poses()[w]))
+        if cfg.follow_real:
+            # The real arm follows the twin robot's *actual* joints (not the policy's targets).
+            self.follower.send(twin.robot_q()[w], self.follower.now())
+        return report
+
+    def reset_history(self) -> None:
+        """Forget past twin poses (after the twin was reset or re-initialised)."""
+        self._pose_history.clear()
+        self._pose_history.append((self.t, self.twin.object_poses()[self.cfg.world]))
+
+    def _poses_at(self, t: float) -> np.ndarray:
+        """The twin's object poses at the latest recorded time <= ``t`` (the current ones without compensation)."""
+        if not self.cfg.latency_compensation:
+            return self._pose_history[-1][1]
+        for stamp, poses in reversed(self._pose_history):
+            if stamp <= t + 1e-9:
+                return poses
+        return self._pose_history[0][1]
+
+    def _frames(self, t: float) -> SyncedFrames:
+        self.sync.push(self.source.poll(t))
+        return self.sync.tick(t)
+
+    def run(self, num_ticks: int, policy: Callable[[float], np.ndarray | None] | None = None, on_tick=None) -> list[TickReport]:
+        """Run ``num_ticks`` ticks; ``policy(t)`` gives the robot targets, ``on_tick(report)`` observes."""
+        reports = []
+        start = time.perf_counter() - self.t
+        for _ in range(num_ticks):
+            if self.cfg.realtime:
+                delay = start + self.t - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+            report = self.tick(policy(self.t) if policy is not None else None)
+            if on_tick is not None:
+                on_tick(report)
+            reports.append(report)
+        return reports

@@ -1,0 +1,39 @@
+"""Calibrated virtual cameras for simulated cells: a ring looking at the work area, like the real three."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from real_is_sim.cameras.base import CameraInfo
+from real_is_sim.transforms import OPENGL_TO_OPENCV
+
+# The shared recording's RealSense colour focal length at 480x270 (pixels, rounded).
+DEFAULT_FOCAL = 242.0
+
+
+def look_at_X_WC(eye: np.ndarray, target: np.ndarray, up=(0.0, 0.0, 1.0)) -> np.ndarray:
+    """Camera-to-world pose with OpenGL axes (the shared data's convention) looking from ``eye`` at ``target``."""
+    forward = np.asarray(target, dtype=np.float64) - np.asarray(eye, dtype=np.float64)
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, up)
+    right /= np.linalg.norm(right)
+    down = np.cross(forward, right)
+    X_cv = np.eye(4)
+    X_cv[:3, :3] = np.stack([right, down, forward], axis=1)  # OpenCV: +x right, +y down, +z forward
+    X_cv[:3, 3] = eye
+    return X_cv @ OPENGL_TO_OPENCV
+
+
+def ring_cameras(target, count: int = 3, distance: float = 0.7, elevation_deg: float = 45.0,
+                 width: int = 480, height: int = 270, focal: float | None = None, first_azimuth_deg: float = -60.0) -> list[CameraInfo]:
+    """``count`` cameras on a circle around ``target``; the focal length defaults to the RealSense's field of view."""
+    target = np.asarray(target, dtype=np.float64)
+    focal = DEFAULT_FOCAL * width / 480 if focal is None else focal
+    K = np.array([[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]])
+    cameras = []
+    elevation = np.radians(elevation_deg)
+    for k in range(count):
+        azimuth = np.radians(first_azimuth_deg + 360.0 * k / count)
+        offset = distance * np.array([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth), np.sin(elevation)])
+        cameras.append(CameraInfo(f"sim{k}", K, width, height, look_at_X_WC(target + offset, target)))
+    return cameras
