@@ -313,3 +313,7 @@ class Twin:
 
     def object_mass(self) -> np.ndarray:
         return self.model.body_mass.numpy()[self._object_bodies[0]].astype(np.float64)
+
+    def object_inertia(self) -> np.ndarray:
+        """[n_obj, 3, 3] inertia about the COM in body axes."""
+        return self.model.body_inertia.numpy()[self._object_bodies[0]].astype(np.float64)
