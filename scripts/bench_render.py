@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from real_is_sim.gaussians import GaussianCloud, load_object_cloud, pose_cloud
+from real_is_sim.gaussians import load_object_cloud, pose_cloud
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
 from real_is_sim.render.real_check import load_demo_views
