@@ -163,3 +163,17 @@ def test_empty_cloud_renders_background():
     K = torch.tensor([[60.0, 0, 32.0], [0, 60.0, 24.0], [0, 0, 1]])[None]
     rgb, alpha, _ = rasterization(*empty, torch.eye(4)[None], K, W, H, backgrounds=torch.ones(1, 3), backend="cpu")
     assert rgb.shape == (1, H, W, 3) and torch.all(rgb == 1) and torch.all(alpha == 0)
+
+
+def test_camera_threads_give_the_same_images_and_gradients():
+    params, viewmat, K = random_scene(8)
+    views = torch.stack([viewmat, viewmat, viewmat]).float()
+    views[1, 0, 3], views[2, 1, 3] = 0.3, -0.2
+    results = []
+    for threads in (1, 3):
+        leaves = [p.float().clone().requires_grad_() for p in params]
+        rgb, alpha, _ = rasterization(*leaves, views, K.expand(3, 3, 3).float(), W, H, backend="cpu", camera_threads=threads)
+        (rgb.square().sum() + alpha.sum()).backward()
+        results.append([rgb.detach(), alpha.detach()] + [p.grad for p in leaves])
+    for a, b in zip(*results):
+        assert torch.allclose(a, b, atol=1e-6)
