@@ -1,0 +1,188 @@
+"""Where the block is in the first frames, before the loop starts: a coarse search, then a gradient fit.
+
+The object file's ``X_WB`` is where the block was scanned, not where it stands in a recording (there it is
+a few cm and tens of degrees away), and the visual forces only close small errors. So the twin starts at:
+
+1. a seed: the red-orange pixels of every view back-projected onto the plane at the block's mid height;
+   their mean (over views) is where the block's Gaussian centroid goes;
+2. a coarse search over yaw about the table normal (full turn), then over in-plane translations around
+   the seed for the best few yaws, each candidate scored by silhouette IoU (alpha > 0.5 against
+   :func:`red_orange_mask`) at a reduced resolution. Candidates are rendered in one batch: moving the
+   block by a rigid motion D equals moving every camera by D (``viewmat @ D``), so one cloud serves all;
+3. :func:`real_is_sim.render.pose_fit.fit_body_pose` gradient refinement of the best candidates.
+
+Every candidate is the scan pose turned about the table normal and shifted in the table plane, so the
+block keeps resting on the table (its height and tilt are the scanned ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from real_is_sim.errors import DataError
+from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
+from real_is_sim.render import rasterization
+from real_is_sim.render.masks import red_orange_mask
+from real_is_sim.render.pose_fit import fit_body_pose, silhouette_iou
+from real_is_sim.transforms import matrix_to_pose, pose_multiply, pose_to_matrix, quat_from_axis_angle
+
+
+@dataclass
+class InitialPoseCfg:
+    yaw_steps: int = 72  # coarse yaw candidates over a full turn (5 degrees apart)
+    keep_yaws: int = 4  # best yaws whose translations are searched
+    translation_span: float = 0.02  # m, +- around the seed along both in-plane axes
+    translation_steps: int = 5  # per axis
+    coarse_downscale: int = 4  # coarse candidates are scored on images this many times smaller
+    refine_candidates: int = 2  # best coarse candidates refined by gradient descent
+    refine_iters: int = 60
+    backend: str = "auto"
+
+    def __post_init__(self):
+        for name in ("yaw_steps", "keep_yaws", "translation_steps", "coarse_downscale", "refine_candidates"):
+            if int(getattr(self, name)) < 1:
+                raise DataError(f"InitialPoseCfg.{name} must be at least 1, got {getattr(self, name)}")
+        if self.refine_iters < 0 or not self.translation_span >= 0:
+            raise DataError("InitialPoseCfg.refine_iters and translation_span must be non-negative")
+
+
+@dataclass(frozen=True)
+class InitialPose:
+    pose: np.ndarray  # (7,) px, py, pz, qx, qy, qz, qw: the body frame in the world
+    ious: list[float]  # per view, at full resolution
+    seed: np.ndarray  # (3,) the back-projected mask centroid
+    coarse_iou: float  # mean IoU of the best coarse candidate (reduced resolution)
+
+
+def _plane_axes(plane: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    plane = np.asarray(plane, dtype=np.float64)
+    if plane.shape != (4,) or not np.isfinite(plane).all() or np.linalg.norm(plane[:3]) == 0:
+        raise DataError(f"table plane must be 4 finite numbers (a, b, c, d), got {plane}")
+    scale = np.linalg.norm(plane[:3])
+    normal, d = plane[:3] / scale, plane[3] / scale
+    helper = np.array([1.0, 0.0, 0.0]) if abs(normal[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    e1 = np.cross(normal, helper)
+    e1 /= np.linalg.norm(e1)
+    return normal, e1, np.cross(normal, e1), d
+
+
+def planar_motion(normal: np.ndarray, pivot: np.ndarray, yaw: float, shift: np.ndarray) -> np.ndarray:
+    """4x4 world-frame motion: turn by ``yaw`` about ``normal`` through ``pivot``, then translate by ``shift``."""
+    q = quat_from_axis_angle(normal, yaw)
+    D = pose_to_matrix(np.concatenate([np.zeros(3), q]))
+    D[:3, 3] = pivot - D[:3, :3] @ pivot + shift
+    return D
+
+
+def _moved_pose(D: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    return pose_multiply(matrix_to_pose(D), pose)
+
+
+def backproject_to_plane(mask: np.ndarray, K: np.ndarray, viewmat: np.ndarray, normal: np.ndarray, offset: float) -> np.ndarray:
+    """World points where the rays of ``mask``'s pixels meet the plane ``normal . x = offset`` (OpenCV viewmat)."""
+    v, u = np.nonzero(mask)
+    rays_cam = np.stack([(u + 0.5 - K[0, 2]) / K[0, 0], (v + 0.5 - K[1, 2]) / K[1, 1], np.ones(len(u))], axis=-1)
+    X_WC = np.linalg.inv(viewmat)
+    rays = rays_cam @ X_WC[:3, :3].T
+    origin = X_WC[:3, 3]
+    depth = (offset - origin @ normal) / (rays @ normal)
+    hit = depth > 0
+    return origin + rays[hit] * depth[hit, None]
+
+
+def _downscale_mask(mask: np.ndarray, factor: int) -> np.ndarray:
+    h, w = mask.shape[0] // factor, mask.shape[1] // factor
+    blocks = mask[: h * factor, : w * factor].reshape(h, factor, w, factor)
+    return blocks.mean(axis=(1, 3)) > 0.5
+
+
+def _silhouettes(cloud: GaussianCloud, pose: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int, height: int,
+                 backend: str) -> np.ndarray:
+    """Alpha ``(C, H, W)`` of ``cloud`` at ``pose`` seen by every camera (one batched render)."""
+    means, quats = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))
+    with torch.no_grad():
+        _, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors,
+                                    torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32),
+                                    width, height, backend=backend)
+    return alpha[..., 0].numpy()
+
+
+def _score(cloud, pose, motions, viewmats, Ks, masks, width, height, backend) -> np.ndarray:
+    """Mean IoU over views for every motion in ``motions`` (M, 4, 4), rendered as moved cameras."""
+    moved = np.einsum("cij,mjk->mcik", viewmats, motions).reshape(-1, 4, 4)
+    alpha = _silhouettes(cloud, pose, moved, np.tile(Ks, (len(motions), 1, 1)), width, height, backend)
+    alpha = alpha.reshape(len(motions), len(viewmats), height, width)
+    return np.array([np.mean([silhouette_iou(a, m) for a, m in zip(per_view, masks)]) for per_view in alpha])
+
+
+def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: np.ndarray, Ks: np.ndarray,
+                          scan_pose: np.ndarray, plane: np.ndarray, cfg: InitialPoseCfg | None = None) -> InitialPose:
+    """The pose (7,) of ``cloud``'s body that explains ``images`` (one RGB image per camera) best.
+
+    ``viewmats`` (C, 4, 4) world-to-camera with OpenCV axes, ``Ks`` (C, 3, 3), ``scan_pose`` (7,) a pose of
+    the block resting on the table (e.g. the object file's X_WB), ``plane`` (a, b, c, d) the table.
+    """
+    cfg = cfg or InitialPoseCfg()
+    viewmats, Ks = np.asarray(viewmats, dtype=np.float64), np.asarray(Ks, dtype=np.float64)
+    scan_pose = np.asarray(scan_pose, dtype=np.float64)
+    if viewmats.ndim != 3 or viewmats.shape[1:] != (4, 4) or Ks.shape != (len(viewmats), 3, 3):
+        raise DataError(f"viewmats must be (C, 4, 4) and Ks (C, 3, 3), got {viewmats.shape} and {Ks.shape}")
+    if len(images) != len(viewmats):
+        raise DataError(f"estimate_initial_pose got {len(images)} images for {len(viewmats)} cameras")
+    if scan_pose.shape != (7,) or not np.isfinite(scan_pose).all():
+        raise DataError(f"scan_pose must be 7 finite numbers (px,py,pz,qx,qy,qz,qw), got {scan_pose}")
+    shapes = {np.asarray(im).shape for im in images}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 3:
+        raise DataError(f"images must be H x W x 3 and share one size, got {sorted(shapes)}")
+    height, width = next(iter(shapes))[:2]
+    masks = [red_orange_mask(im) for im in images]
+    empty = [i for i, m in enumerate(masks) if not m.any()]
+    if empty:
+        raise DataError(f"no red-orange block pixels in view(s) {empty}: cannot estimate the block's pose")
+    normal, e1, e2, d = _plane_axes(plane)
+
+    # 1. Seed: mask pixels on the plane through the Gaussians' centroid, parallel to the table.
+    with torch.no_grad():
+        pivot = pose_cloud(cloud, torch.tensor(scan_pose[None], dtype=torch.float32))[0].mean(0).double().numpy()
+    offset = float(normal @ pivot)
+    hits = [backproject_to_plane(m, K, V, normal, offset) for m, K, V in zip(masks, Ks, viewmats)]
+    if any(len(h) == 0 for h in hits):
+        raise DataError("the block's pixels do not meet the table plane in some view (wrong camera poses?)")
+    seed = np.mean([h.mean(axis=0) for h in hits], axis=0)
+    to_seed = seed - pivot - normal * (normal @ (seed - pivot))
+
+    # 2. Coarse search at reduced resolution: yaw at the seed, then translations for the best yaws.
+    f = cfg.coarse_downscale
+    small_w, small_h = width // f, height // f
+    small_Ks = Ks.copy()
+    small_Ks[:, :2] /= f
+    small_masks = [_downscale_mask(m, f) for m in masks]
+    yaws = np.linspace(-np.pi, np.pi, cfg.yaw_steps, endpoint=False)
+    motions = np.stack([planar_motion(normal, pivot, yaw, to_seed) for yaw in yaws])
+    scores = _score(cloud, scan_pose, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend)
+    best_yaws = yaws[np.argsort(scores)[::-1][: cfg.keep_yaws]]
+    steps = np.linspace(-cfg.translation_span, cfg.translation_span, cfg.translation_steps)
+    shifts = [to_seed + a * e1 + b * e2 for a in steps for b in steps]
+    candidates = [(yaw, shift) for yaw in best_yaws for shift in shifts]
+    motions = np.stack([planar_motion(normal, pivot, yaw, shift) for yaw, shift in candidates])
+    scores = _score(cloud, scan_pose, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend)
+    order = np.argsort(scores)[::-1][: cfg.refine_candidates]
+
+    # 3. Gradient refinement of the best few at full resolution; keep the one that ends best.
+    vm_t, K_t = torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32)
+    best = None
+    for index in order:
+        start = _moved_pose(motions[index], scan_pose)
+        if cfg.refine_iters > 0:
+            fit = fit_body_pose(cloud, images, vm_t, K_t, start, plane, iters=cfg.refine_iters, masks=masks,
+                                backend=cfg.backend)
+            pose, ious = fit.pose, fit.ious
+        else:
+            pose = start
+            ious = [silhouette_iou(a, m) for a, m in zip(_silhouettes(cloud, start, viewmats, Ks, width, height, cfg.backend), masks)]
+        if best is None or np.mean(ious) > np.mean(best[1]):
+            best = (pose, ious)
+    return InitialPose(best[0], [float(v) for v in best[1]], seed, float(scores[order[0]]))
