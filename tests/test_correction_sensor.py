@@ -136,3 +136,12 @@ def test_bad_config_and_bad_poses_give_one_clear_error(scene):
     sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
     with pytest.raises(ValueError, match="body_poses"):
         sensor.update(np.full((1, 7), np.nan), [None] * 3)
+
+
+def test_cropped_windows_give_the_same_wrench_as_whole_images(scene):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.01, -0.005))
+    cropped = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com).update(_pose()[None], frames)
+    whole = VisualForceSensor(VisualForceSensorCfg(crop_margin_px=None), cloud, cams, com).update(_pose()[None], frames)
+    assert np.allclose(cropped.wrench, whole.wrench, rtol=1e-3, atol=1e-4)
+    assert cropped.loss_before == pytest.approx(whole.loss_before, rel=1e-2)

@@ -17,8 +17,8 @@ class VisualForceActuatorCfg:
     gain: float = 1.0
     # The spring of the visual force gets a damper on the object's own motion: -c m v and -c I w (1/s).
     # It keeps the corrected twin from ringing around the observed pose, and is applied only with the wrench.
-    linear_damping: float = 0.0
-    angular_damping: float = 0.0
+    linear_damping: float = 20.0
+    angular_damping: float = 60.0
 
     def __post_init__(self):
         for name in ("gain", "linear_damping", "angular_damping"):

@@ -10,8 +10,8 @@ The copies are thrown away at the next tick: the Gaussians are re-posed on the b
 stepped (step 5). Adam starts afresh each tick unless ``persistent_optimizer`` carries its moments over
 (momentum across frames: faster on steady errors, but it overshoots; measured in docs/correction.md).
 
-Tracking health: the residual is the mean colour error inside each object's rendered silhouette at the
-twin's pose; confidence falls with it, and an object whose residual stays above ``lost_residual`` for
+Tracking health: the residual is the mean colour error under each object's Gaussian centres at the twin's
+pose; confidence falls with it, and an object whose residual stays above ``lost_residual`` for
 ``lost_after_ticks`` ticks is flagged lost.
 """
 
@@ -55,9 +55,11 @@ class VisualForceSensorCfg:
     outlier_threshold: Optional[float] = None
     backend: str = "auto"
     residual_scale: float = 0.1  # confidence = exp(-residual / residual_scale)
-    lost_residual: float = 0.3
+    lost_residual: float = 0.15
     lost_after_ticks: int = 10
-    silhouette_alpha: float = 0.5
+    # Render only a window around the objects (their projected 3-sigma extent plus this margin, pixels): the
+    # rest of the image holds no Gaussian of theirs, so it carries no gradient. None renders whole images.
+    crop_margin_px: Optional[int] = 12
     # Carry Adam's moment estimates from tick to tick (momentum across frames) or start afresh each tick.
     persistent_optimizer: bool = False
 
@@ -92,12 +94,38 @@ class SensorCamera:
         return cls(info.serial, info.viewmat_opencv(), info.K, info.width, info.height, np.asarray(background))
 
 
+def _project(viewmats: torch.Tensor, Ks: torch.Tensor, points: torch.Tensor):
+    """Pixel coordinates ``u, v`` and depths ``(C, N)`` of world points in pinhole cameras (OpenCV axes)."""
+    cam = torch.einsum("cij,nj->cni", viewmats[:, :3, :3], points) + viewmats[:, None, :3, 3]
+    depth = cam[..., 2]
+    z = depth.clamp_min(1e-3)
+    return Ks[:, None, 0, 0] * cam[..., 0] / z + Ks[:, None, 0, 2], Ks[:, None, 1, 1] * cam[..., 1] / z + Ks[:, None, 1, 2], depth
+
+
+@dataclass
+class _Views:
+    """The cameras of one tick as rendered: possibly cropped windows of the full images."""
+
+    viewmats: torch.Tensor
+    Ks: torch.Tensor  # principal points shifted into the windows
+    backgrounds: torch.Tensor | None
+    offsets: list[tuple[int, int]]  # (x0, y0) of each window in its full image
+    size: tuple[int, int]  # window (width, height)
+    full: tuple[int, int]
+
+    def crop(self, images: torch.Tensor) -> torch.Tensor:
+        if self.size == self.full:
+            return images
+        w, h = self.size
+        return torch.stack([im[y0:y0 + h, x0:x0 + w] for im, (x0, y0) in zip(images, self.offsets)])
+
+
 @dataclass
 class SensorReading:
     wrench: np.ndarray  # (B, 6) force, torque in world frame about each body's COM
     loss_before: float
     loss_after: float
-    residual: np.ndarray  # (B,) mean colour error in each object's silhouette; nan where it is not visible
+    residual: np.ndarray  # (B,) mean colour error under each object's Gaussians; nan where none is in view
     confidence: np.ndarray  # (B,) in [0, 1]
     lost: np.ndarray  # (B,) bool
     cameras_used: list[str] = field(default_factory=list)
@@ -153,19 +181,20 @@ class VisualForceSensor:
             lost = self._bad_ticks >= self.cfg.lost_after_ticks
             return SensorReading(zero, np.nan, np.nan, np.full(self.num_bodies, np.nan), np.zeros(self.num_bodies), lost, [], rejected)
 
-        view = [i for i, c in enumerate(self.cameras) if c.name in used]
         means0, quats0 = pose_cloud(self.cloud, poses)
+        view = self._views([i for i, c in enumerate(self.cameras) if c.name in used], means0.detach())
+        targets = view.crop(targets)
         means = means0.detach().clone().requires_grad_(True)
         quats = quats0.detach().clone().requires_grad_(True)
         com_world = self._com_world(poses)
         adam = self._optimizer(means, quats)
         losses = []
         for it in range(max(self.cfg.iterations, 1)):
-            image, _ = self._render(means, quats, occluders, view)
+            image = self._render(means, quats, occluders, view)
             loss = self._photometric_loss(image, targets)
             losses.append(float(loss.detach()))
             if it == 0:
-                residual = self._residual(image.detach(), targets, means0, quats0, view)
+                residual = self._residual(image.detach(), targets, means0.detach(), view)
             if self.cfg.iterations == 0:
                 break
             adam.zero_grad()
@@ -214,38 +243,72 @@ class VisualForceSensor:
         R = quat_to_rotmat_wxyz(torch.cat([poses[:, 6:7], poses[:, 3:6]], dim=-1))
         return poses[:, :3] + torch.einsum("bij,bj->bi", R, self.body_com)
 
-    def _render(self, means, quats, occluders, view, colors=None):
+    def _views(self, indices: list[int], means: torch.Tensor) -> "_Views":
+        """The accepted cameras, each cropped to one window size around the objects' projection."""
+        viewmats, Ks, backgrounds = self._viewmats[indices], self._Ks[indices].clone(), self._backgrounds[indices]
+        full = (self.width, self.height)
+        if self.cfg.crop_margin_px is None:
+            return _Views(viewmats, Ks, backgrounds, [(0, 0)] * len(indices), full, full)
+        u, v, depth = _project(viewmats, Ks, means)
+        reach = 3.0 * self.cloud.scales.max(dim=1).values[None] * Ks[:, None, 0, 0] / depth.clamp_min(1e-3) + self.cfg.crop_margin_px
+        in_front = depth > 0.01
+        if not in_front.any():
+            return _Views(viewmats, Ks, backgrounds, [(0, 0)] * len(indices), full, full)
+        big = torch.tensor(1e9)
+        lo_u = torch.where(in_front, u - reach, big).min(dim=1).values.clamp(0, self.width)
+        hi_u = torch.where(in_front, u + reach, -big).max(dim=1).values.clamp(0, self.width)
+        lo_v = torch.where(in_front, v - reach, big).min(dim=1).values.clamp(0, self.height)
+        hi_v = torch.where(in_front, v + reach, -big).max(dim=1).values.clamp(0, self.height)
+        width = int(min(self.width, max(8, int(torch.ceil((hi_u - lo_u).max())))))
+        height = int(min(self.height, max(8, int(torch.ceil((hi_v - lo_v).max())))))
+        offsets = []
+        for c in range(len(indices)):
+            x0 = int(min(max(0, int(lo_u[c])), self.width - width))
+            y0 = int(min(max(0, int(lo_v[c])), self.height - height))
+            offsets.append((x0, y0))
+            Ks[c, 0, 2] -= x0
+            Ks[c, 1, 2] -= y0
+        view = _Views(viewmats, Ks, None, offsets, (width, height), full)
+        view.backgrounds = view.crop(backgrounds)
+        return view
+
+    def _render(self, means, quats, occluders, view: "_Views") -> torch.Tensor:
         """The objects' Gaussians at ``means``/``quats`` (world) over the backgrounds, occluders in front where
-        they are; with ``colors`` given (id colours), a coverage render on black without occluders."""
+        they are."""
         c = self.cloud
-        objects = GaussianCloud(means, quats, c.scales, c.opacities, c.colors if colors is None else colors,
-                                torch.full_like(c.body_ids, STATIC_WORLD))
-        clouds = [objects] if occluders is None or colors is not None else [objects, occluders]
-        backgrounds = self._backgrounds[view] if colors is None else torch.zeros_like(self._backgrounds[view])
-        image, alpha, _ = render_clouds(
-            clouds, [None] * len(clouds), self._viewmats[view], self._Ks[view], self.width, self.height,
-            requires_grad=[True] + [False] * (len(clouds) - 1), backgrounds=backgrounds, backend=self.cfg.backend,
+        objects = GaussianCloud(means, quats, c.scales, c.opacities, c.colors, torch.full_like(c.body_ids, STATIC_WORLD))
+        clouds = [objects] if occluders is None else [objects, occluders]
+        width, height = view.size
+        image, _, _ = render_clouds(
+            clouds, [None] * len(clouds), view.viewmats, view.Ks, width, height,
+            requires_grad=[True] + [False] * (len(clouds) - 1), backgrounds=view.backgrounds, backend=self.cfg.backend,
         )
-        return image, alpha
+        return image
 
     def _photometric_loss(self, image: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean over the *whole* images' pixels (a crop only skips pixels without gradient), so the loss's
+        scale, and with it ``adam_eps``, does not depend on the window."""
         difference = (image - targets).abs().mean(dim=-1)  # (C, H, W) mean colour error per pixel
         error = difference.square() if self.cfg.loss == "l2" else difference
         if self.cfg.outlier_threshold is not None:
             error = torch.where(difference < self.cfg.outlier_threshold, error, error.detach())
-        return error.mean()
+        return error.sum() / (image.shape[0] * self.width * self.height)
 
-    def _residual(self, image, targets, means0, quats0, view) -> np.ndarray:
-        """Mean colour error inside each body's silhouette, over the accepted views; nan if unseen."""
-        error = (image - targets).abs().mean(dim=-1)  # (C, H, W)
+    def _residual(self, image, targets, means0, view: "_Views") -> np.ndarray:
+        """Mean colour error under each body's Gaussian centres (as the twin has them) in the accepted views;
+        nan where none is in view. Where the robot hides a Gaussian, the twin renders the robot there too."""
+        error = (image - targets).abs().mean(dim=-1)  # (C, h, w)
+        u, v, depth = _project(view.viewmats, view.Ks, means0)
+        width, height = view.size
+        col, row = u.floor().long(), v.floor().long()
+        seen = (depth > 0.01) & (col >= 0) & (col < width) & (row >= 0) & (row < height)
+        camera = torch.arange(len(view.offsets))[:, None].expand_as(col)
+        sampled = error[camera[seen], row[seen], col[seen]]
+        bodies = self.cloud.body_ids[None].expand_as(col)[seen]
         residual = np.full(self.num_bodies, np.nan)
-        with torch.no_grad():
-            for b in range(self.num_bodies):
-                onehot = (self.cloud.body_ids == b).float()[:, None].expand(-1, 3).contiguous()
-                _, coverage = self._render(means0.detach(), quats0.detach(), None, view, colors=onehot)
-                inside = coverage[..., 0] > self.cfg.silhouette_alpha
-                if inside.any():
-                    residual[b] = float(error[inside].mean())
+        for b in range(self.num_bodies):
+            if (bodies == b).any():
+                residual[b] = float(sampled[bodies == b].mean())
         return residual
 
     def _optimizer(self, means, quats) -> torch.optim.Adam:

@@ -1,0 +1,100 @@
+"""The online loop wired to a stand-in real world (small images to keep it quick)."""
+
+import numpy as np
+import pytest
+
+from real_is_sim.correction.sensor import VisualForceSensorCfg
+from real_is_sim.loop import LoopCfg, OnlineLoop
+from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
+from real_is_sim.standin.session import SyncSession, SyncSessionCfg
+from real_is_sim.standin.world import StandInCfg
+from real_is_sim.twin import Twin
+from real_is_sim_tasks.pusht.config import PhysicalParams, load_pusht_cfg
+
+
+def _session(visual_forces=True, offset=(0.015, -0.01, 0.08), **standin):
+    cfg = SyncSessionCfg(
+        visual_forces=visual_forces, num_cameras=2, width=160, height=90, initial_offset=list(offset),
+        standin=StandInCfg(seed=3, drop_probability=0.0, **standin),
+        sensor=VisualForceSensorCfg(kp=10.0, lost_after_ticks=5),
+    )
+    return SyncSession(load_pusht_cfg(), cfg)
+
+
+@pytest.fixture(scope="module")
+def corrected():
+    session = _session()
+    errors = [session.sync_error()]
+    for _ in range(45):
+        session.tick()
+        errors.append(session.sync_error())
+    return session, np.array(errors)
+
+
+def test_visual_forces_close_the_gap_to_the_stand_in(corrected):
+    _, errors = corrected
+    assert errors[0, 0] > 0.015
+    assert errors[-5:, 0].max() < 0.5 * errors[0, 0], errors[:, 0]
+
+
+def test_without_visual_forces_the_gap_stays(corrected):
+    session = _session(visual_forces=False)
+    start = session.sync_error()
+    for _ in range(15):
+        report = session.tick()
+    assert report.reading is None and report.frames_used == []  # nothing rendered, nothing read
+    assert np.count_nonzero(session.twin.object_wrench) == 0
+    assert session.sync_error()[0] == pytest.approx(start[0], abs=2e-3)
+
+
+def test_stand_in_hides_its_parameters_from_the_twin(corrected):
+    session, _ = corrected
+    assert session.standin.params != session.twin.task.physical
+    assert session.standin.twin is not session.twin
+
+
+def test_teleported_block_is_flagged_lost(corrected):
+    session, _ = corrected
+    pose = session.standin.object_poses().copy()
+    pose[0, 1] += 0.3  # a person carries the block away
+    session.standin.teleport(pose)
+    lost = []
+    for _ in range(12):
+        report = session.tick()
+        lost.append(bool(report.reading.lost[0]))
+    assert lost[-1] and report.reading.confidence[0] < 0.5 and not report.reading.ok
+
+
+def test_switches_off_is_a_plain_virtual_environment():
+    twin = Twin(load_pusht_cfg(), 2)
+    loop = OnlineLoop(LoopCfg(visual_forces=False, follow_real=False), twin)
+    for _ in range(5):
+        report = loop.tick()
+    assert report.reading is None and "sensor" not in report.seconds
+
+
+def test_robot_links_never_receive_visual_forces():
+    task = load_pusht_cfg()
+    pushed, reference = Twin(task, 1), Twin(task, 1)
+    from real_is_sim.correction.actuator import VisualForceActuator, VisualForceActuatorCfg
+
+    actuator = VisualForceActuator(VisualForceActuatorCfg(), pushed)
+    for _ in range(20):
+        actuator.apply(np.array([[3.0, 0.0, 0.0, 0.0, 0.0, 0.5]]))
+        pushed.step()
+        reference.step()
+    assert np.allclose(pushed.robot_link_poses(), reference.robot_link_poses(), atol=1e-9)
+    moved = pushed.object_poses()[0, 0, :3] - reference.object_poses()[0, 0, :3]
+    assert moved[0] > 0.005  # the block took the force
+    with pytest.raises(ValueError, match="shape"):
+        actuator.apply(np.zeros((2, 6)))
+
+
+def test_hidden_parameters_are_drawn_inside_their_ranges():
+    ranges = HiddenParamRanges()
+    draws = [draw_hidden_params(ranges, PhysicalParams(), np.random.default_rng(s)) for s in range(20)]
+    frictions = [d.friction_table for d in draws]
+    assert min(frictions) >= 0.3 and max(frictions) <= 0.8 and np.std(frictions) > 0.05
+    assert all(np.hypot(*d.com_offset[:2]) <= ranges.com_offset + 1e-12 for d in draws)
+    with pytest.raises(ValueError, match="friction_table"):
+        HiddenParamRanges(friction_table=[0.9, 0.1])
