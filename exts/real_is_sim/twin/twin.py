@@ -41,11 +41,11 @@ BROAD_PHASES = ("nxn", "sap", "explicit")
 @dataclass
 class TwinCfg:
     solver: str = "xpbd"  # "xpbd" | "featherstone" | "mujoco" (needs mujoco_warp)
-    substeps: int = 4  # physics substeps per control step
+    substeps: int = 4  # physics substeps per control step (2 is ~1.5x faster but the real block sinks 1.5 mm: docs/twin.md)
     iterations: int = 2  # XPBD constraint iterations per substep
     control_hz: Optional[float] = None  # None: the task's control_hz (60)
     gravity: float = -9.81  # along world z
-    contact_gap: float = 0.005  # m of detection distance beyond touching (Newton's default 0.1 m is costly)
+    contact_gap: float = 0.002  # m of detection distance beyond touching (Newton's default 0.1 m is costly)
     contact_margin: float = 0.0  # m outward offset of all colliders
     rigid_contact_max: Optional[int] = None  # None: Newton's estimate
     broad_phase: str = "explicit"  # precomputed shape pairs: much faster than "nxn" or "sap" with many worlds (measured)
