@@ -278,16 +278,18 @@ def _gather_records(tiles: TileLists, means2d, conics, per_view) -> list[torch.T
 _pool: ThreadPoolExecutor | None = None
 
 
-def _for_each_camera(work, n_cameras: int, threads: int) -> None:
-    """Run work(c) for every camera, in up to ``threads`` threads (Warp CPU launches release the GIL)."""
+def _composite_tile_ranges(work, tiles: TileLists, threads: int) -> None:
+    """Run work(first, last) over the active tiles: one launch for all cameras, or one per camera in up to
+    ``threads`` threads (Warp CPU launches release the GIL)."""
     global _pool
+    bounds = tiles.camera_tiles
+    n_cameras = len(bounds) - 1
     if threads <= 1 or n_cameras <= 1:
-        for c in range(n_cameras):
-            work(c)
+        work(0, int(bounds[-1]))  # tiles of all cameras are consecutive: one launch saves the per-launch cost
         return
     if _pool is None or _pool._max_workers < threads:
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="real_is_sim_render")
-    for future in [_pool.submit(work, c) for c in range(n_cameras)]:
+    for future in [_pool.submit(work, int(bounds[c]), int(bounds[c + 1])) for c in range(n_cameras)]:
         future.result()
 
 
@@ -323,12 +325,11 @@ class RasterizeCPU(torch.autograd.Function):
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
         outputs = [_wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)]
 
-        def composite(c):
-            first, last = int(tiles.camera_tiles[c]), int(tiles.camera_tiles[c + 1])
+        def composite(first, last):
             wp.launch(_composite_forward, dim=(last - first) * tile_size**2, device="cpu",
                       inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry], outputs=outputs)
 
-        _for_each_camera(composite, C, threads)
+        _composite_tile_ranges(composite, tiles, threads)
         ctx.save_for_backward(*inputs, means2d, conics, depths, radii, T, counts, *records)
         ctx.tiles, ctx.settings = tiles, settings
         ctx.mark_non_differentiable(means2d, conics, depths, radii)
@@ -352,12 +353,11 @@ class RasterizeCPU(torch.autograd.Function):
         per_pixel = [_wp(T), _wp(counts, wp.int32), _wp(v_rgb, wp.vec3), _wp(v_alpha)]
         grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
 
-        def composite_backward(c):
-            first, last = int(tiles.camera_tiles[c]), int(tiles.camera_tiles[c + 1])
+        def composite_backward(first, last):
             wp.launch(_composite_backward, dim=(last - first) * tile_size**2, device="cpu",
                       inputs=[*gaussians, *tile_args, first, *geometry, *per_pixel], outputs=grads)
 
-        _for_each_camera(composite_backward, C, threads)
+        _composite_tile_ranges(composite_backward, tiles, threads)
         v_means, v_quats, v_scales = torch.zeros(N, 3), torch.zeros(N, 4), torch.zeros(N, 3)
         wp.launch(_project, dim=C * N, device="cpu", adjoint=True,
                   inputs=[_wp(means, wp.vec3), _wp(quats, wp.vec4), _wp(scales, wp.vec3), _wp(opacities),
