@@ -1,4 +1,5 @@
-"""Headless PushT twin demo: in several worlds the Franka pushes the T-block along a scripted path.
+"""Headless PushT twin demo: in several worlds the Franka pushes the T-block along a scripted path
+(away from the robot, through the block, at different sideways offsets).
 
     python scripts/demo.py --out out/demo                # 4 worlds, procedural block
     python scripts/demo.py --out out/demo --object real  # the scanned 466-sphere block on the real table plane
@@ -26,9 +27,13 @@ VIEW_SPACING = 0.6  # m between worlds in the recording only (the worlds share o
 
 
 def plan(task, pusher: ScriptedPusher, block_center: np.ndarray, lateral: float, dt: float) -> np.ndarray:
-    """Home -> above the push start -> down -> push 12 cm along +y, offset sideways by ``lateral`` -> up."""
-    start = np.array([block_center[0] + lateral, block_center[1] - 0.17, PUSH_Z])
-    end = start + [0.0, 0.12, 0.0]
+    """Home -> above the push start -> down -> push 20 cm away from the robot base through the block's centre of
+    spheres, offset sideways by ``lateral`` -> up. Works for any block shape or heading."""
+    away = block_center[:2] - np.asarray(task.robot.base_pose[:2])
+    away = np.append(away / np.linalg.norm(away), 0.0)
+    side = np.array([-away[1], away[0], 0.0])
+    start = np.append(block_center[:2], PUSH_Z) - 0.17 * away + lateral * side
+    end = start + 0.2 * away  # 3 cm past the centre of spheres
     above = start + [0.0, 0.0, 0.08]
     approach = pusher.joint_path(np.array([pusher.start_tool_position(), above, start]), 0.25, dt)
     push = pusher.joint_path(np.array([start, end]), 0.08, dt, approach[-1])
@@ -50,7 +55,7 @@ def main() -> None:
     pusher = ScriptedPusher(task)
     start = twin.object_poses()
     center = start[0, 0, :3] + quat_rotate(start[0, 0, 3:7], twin.geometry.centers.mean(axis=0))
-    laterals = np.linspace(-0.02, 0.02, args.worlds)  # all hit the 5 cm stem, off-centre ones turn it
+    laterals = np.linspace(-0.03, 0.03, args.worlds)  # off-centre pushes turn the block
     plans = [plan(task, pusher, center, lateral, twin.control_dt) for lateral in laterals]
     steps = max(len(p) for p in plans)
     targets = np.stack([np.concatenate([p, np.repeat(p[-1:], steps - len(p), axis=0)]) for p in plans], axis=1)
