@@ -114,6 +114,18 @@ def test_object_wrench_pushes_block_and_persists():
     assert twin.object_mass()[0] == pytest.approx(0.2, rel=1e-6)
 
 
+def test_linear_damping_slows_a_pushed_block():
+    moved = []
+    for damping in (0.0, 20.0):
+        twin = Twin(load_pusht_cfg(overrides=[f"physical.linear_damping={damping}"]), num_worlds=1)
+        start = twin.object_poses()[0, 0, 0]
+        twin.object_wrench[0, 0, 0] = 3.0
+        for _ in range(30):
+            twin.step()
+        moved.append(twin.object_poses()[0, 0, 0] - start)
+    assert 0.0 < moved[1] < 0.7 * moved[0]
+
+
 def test_physical_params_change_the_model():
     task = load_pusht_cfg(overrides=["physical.mass_scale=2.0", "physical.com_offset=[0.01,0.0,0.0]", "physical.block_scale=1.1"])
     twin = Twin(task, num_worlds=1)

@@ -117,8 +117,6 @@ class Twin:
         builder.replicate(world, copy_count=self.num_worlds)
         with wp.ScopedDevice(self.cfg.device):
             self.model = builder.finalize(device=self.cfg.device)
-        if self.cfg.rigid_contact_max is not None:
-            self.model.rigid_contact_max = int(self.cfg.rigid_contact_max)
         self._index_worlds()
 
         flags = self.model.body_flags.numpy()
