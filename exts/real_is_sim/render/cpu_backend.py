@@ -351,11 +351,22 @@ def _composite_tile_ranges(work, tiles: TileLists, threads: int) -> None:
         future.result()
 
 
+_SCALAR_BYTES = {torch.float32: 4, torch.int32: 4, np.dtype(np.float32): 4, np.dtype(np.int32): 4}
+
+
 def _wp(t, dtype=wp.float32):
+    """A 1D Warp view of a contiguous float32/int32 torch tensor or numpy array (no copy). Built from the
+    pointer: wp.from_torch's checks cost more than the small launches they feed."""
     wp.init()  # idempotent; Warp needs it before wrapping memory
-    if isinstance(t, np.ndarray):
-        return wp.array(t, dtype=dtype, device="cpu", copy=False)
-    return wp.from_torch(t, dtype=dtype, requires_grad=False)
+    contiguous = t.is_contiguous() if isinstance(t, torch.Tensor) else t.flags.c_contiguous
+    if t.dtype not in _SCALAR_BYTES or not contiguous:
+        raise TypeError(f"expected a contiguous float32/int32 array, got {t.dtype}")
+    pointer = t.data_ptr() if isinstance(t, torch.Tensor) else t.ctypes.data
+    length = t.numel() if isinstance(t, torch.Tensor) else t.size
+    array = wp.array(ptr=pointer, dtype=dtype, shape=(length * 4 // wp.types.type_size_in_bytes(dtype),),
+                     device="cpu", copy=False)
+    array.owner = t  # the memory must outlive the view
+    return array
 
 
 class RasterizeCPU(torch.autograd.Function):
@@ -389,28 +400,28 @@ class RasterizeCPU(torch.autograd.Function):
                       inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry], outputs=outputs)
 
         _composite_tile_ranges(composite, tiles, threads)
-        ctx.save_for_backward(*inputs, means2d, conics, depths, radii, T, counts, *records)
+        ctx.save_for_backward(T, *inputs, means2d, conics, depths, radii, counts, *records)
         ctx.tiles, ctx.settings = tiles, settings
+        ctx.views = project_args[:6], projected, gaussians, tile_args, outputs[2:]  # reused by backward
         ctx.mark_non_differentiable(means2d, conics, depths, radii)
         return rgb.reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width, 1), means2d, conics, depths, radii
 
     @staticmethod
     def backward(ctx, v_rgb, v_alpha, *unused):
-        (means, quats, scales, opacities, colors, viewmats, Ks, means2d, conics, depths, radii, T, counts,
-         *records) = ctx.saved_tensors
+        T = ctx.saved_tensors[0]  # saved_tensors also checks that none was modified in place since
+        project_inputs, projected, gaussians, tile_args, (T_view, counts_view) = ctx.views
         width, height, eps2d, near_plane, far_plane, tile_size, threads = ctx.settings
         tiles = ctx.tiles
-        C, N = viewmats.shape[0], means.shape[0]
+        N = project_inputs[0].shape[0]
+        C = project_inputs[4].shape[0]
         v_means2d, v_conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
         v_opacities, v_colors = torch.zeros(C * N), torch.zeros(C * N, 3)
         v_rgb = torch.zeros(T.shape[0], 3) if v_rgb is None else v_rgb.reshape(-1, 3).float().contiguous()
         v_alpha = torch.zeros(T.shape[0]) if v_alpha is None else v_alpha.reshape(-1).float().contiguous()
-        tile_args = [_wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
-        gaussians = [_wp(t, d) for t, d in zip(records, (wp.vec2, wp.vec3, wp.float32, wp.vec3, wp.float32))]
-        gaussians.append(_wp(tiles.flatten_ids, wp.int32))
+        gaussians = [*gaussians, _wp(tiles.flatten_ids, wp.int32)]
         T_now, behind = torch.empty_like(T), torch.empty(T.shape[0], 3)
-        per_pixel = [_wp(T), _wp(counts, wp.int32), _wp(v_rgb, wp.vec3), _wp(v_alpha), _wp(T_now), _wp(behind, wp.vec3)]
+        per_pixel = [T_view, counts_view, _wp(v_rgb, wp.vec3), _wp(v_alpha), _wp(T_now), _wp(behind, wp.vec3)]
         grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
 
         def composite_backward(first, last):
@@ -420,9 +431,7 @@ class RasterizeCPU(torch.autograd.Function):
         _composite_tile_ranges(composite_backward, tiles, threads)
         v_means, v_quats, v_scales = torch.zeros(N, 3), torch.zeros(N, 4), torch.zeros(N, 3)
         wp.launch(_project, dim=C * N, device="cpu", adjoint=True,
-                  inputs=[_wp(means, wp.vec3), _wp(quats, wp.vec4), _wp(scales, wp.vec3), _wp(opacities),
-                          _wp(viewmats, wp.mat44), _wp(Ks, wp.mat33), N, width, height, eps2d, near_plane, far_plane],
-                  outputs=[_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)],
+                  inputs=[*project_inputs, N, width, height, eps2d, near_plane, far_plane], outputs=projected,
                   adj_inputs=[_wp(v_means, wp.vec3), _wp(v_quats, wp.vec4), _wp(v_scales, wp.vec3), None, None, None,
                               0, 0, 0, 0.0, 0.0, 0.0],
                   adj_outputs=[grads[0], grads[1], None, None])
