@@ -1,0 +1,128 @@
+"""Twin-to-real sync error with and without visual forces, against a stand-in real world.
+
+    python scripts/bench_sync.py                 # 2 hidden-parameter draws x 2 pushes, on/off, + ablation
+    python scripts/bench_sync.py --quick         # 1 draw x 1 push, no ablation (a smoke run)
+
+Each run: the stand-in world draws hidden physical parameters (friction, mass, COM, damping) and starts its block
+displaced from the twin's (up to 1.5 cm, 6 deg); the twin robot runs a scripted push; the stand-in robot follows
+it through the lagging simulated follower; the twin sees only the stand-in's rendered frames (3 cameras,
+480x270, noise, 33 ms latency, 2 % dropped frames). Error = twin block vs stand-in block, every tick.
+Writes docs-ready figures to --out (plot of error over time). Last stdout line: one JSON object.
+"""
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from real_is_sim.standin.session import SyncSession, SyncSessionCfg
+from real_is_sim.standin.world import StandInCfg
+from real_is_sim.transforms import quat_rotate, yaw_of
+from real_is_sim.twin.scripted import ScriptedPusher
+from real_is_sim_tasks.pusht.config import load_pusht_cfg
+
+PUSH_Z = 0.035
+
+
+def push_targets(session: SyncSession, lateral: float) -> np.ndarray:
+    """Joint targets: home -> behind the stem -> push 10 cm along +y (offset sideways by ``lateral``) -> hold."""
+    twin = session.twin
+    pusher = ScriptedPusher(twin.task)
+    pose = twin.object_poses()[0, 0]
+    center = pose[:3] + quat_rotate(pose[3:7], twin.geometry.centers.mean(axis=0))
+    start = np.array([center[0] + lateral, center[1] - 0.17, PUSH_Z])
+    end = start + [0.0, 0.10, 0.0]
+    dt = twin.control_dt
+    approach = pusher.joint_path(np.array([pusher.start_tool_position(), start + [0, 0, 0.08], start]), 0.3, dt)
+    push = pusher.joint_path(np.array([start, end]), 0.08, dt, approach[-1])
+    return np.concatenate([approach, push, np.repeat(push[-1:], 30, axis=0)])
+
+
+def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: dict | None = None) -> np.ndarray:
+    """Per-tick (position error m, yaw error rad) of one scripted push."""
+    rng = np.random.default_rng(1000 + draw)
+    offset = [*rng.uniform(-0.015, 0.015, 2), np.radians(rng.uniform(-6, 6))]
+    base = SyncSessionCfg()
+    sensor = dataclasses.replace(base.sensor, **(sensor_overrides or {}))
+    cfg = dataclasses.replace(base, visual_forces=visual_forces, initial_offset=offset, sensor=sensor,
+                              standin=StandInCfg(seed=draw))
+    session = SyncSession(task, cfg)
+    errors = []
+    for q in push_targets(session, lateral):
+        session.tick(q[None])
+        twin, real = session.twin.object_poses()[0, 0], session.standin.object_poses()[0]
+        yaw = np.angle(np.exp(1j * (yaw_of(twin[3:7]) - yaw_of(real[3:7]))))
+        errors.append((np.linalg.norm(twin[:2] - real[:2]), abs(float(yaw))))
+    return np.array(errors)
+
+
+def summary(errors: list[np.ndarray]) -> dict:
+    e = np.concatenate(errors)
+    return {
+        "pos_mm_median": round(float(np.median(e[:, 0]) * 1e3), 2),
+        "pos_mm_p95": round(float(np.percentile(e[:, 0], 95) * 1e3), 2),
+        "yaw_deg_median": round(float(np.degrees(np.median(e[:, 1]))), 2),
+        "yaw_deg_p95": round(float(np.degrees(np.percentile(e[:, 1], 95))), 2),
+    }
+
+
+def plot(on: list[np.ndarray], off: list[np.ndarray], dt: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for runs, label, color in ((on, "visual forces on", "tab:green"), (off, "off", "tab:red")):
+        n = min(len(r) for r in runs)
+        stack = np.stack([r[:n] for r in runs])
+        t = np.arange(n) * dt
+        for k, (ax, scale, unit) in enumerate(zip(axes, (1e3, np.degrees(1.0)), ("position error (mm)", "yaw error (deg)"))):
+            ax.plot(t, np.median(stack[:, :, k], axis=0) * scale, color=color, label=label)
+            ax.fill_between(t, stack[:, :, k].min(0) * scale, stack[:, :, k].max(0) * scale, color=color, alpha=0.15)
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel(unit)
+    axes[0].legend()
+    fig.suptitle("twin vs stand-in real world: median and range over runs")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draws", type=int, default=2, help="hidden-parameter draws (seeds)")
+    parser.add_argument("--laterals", type=float, nargs="+", default=[0.0, 0.02], help="push offsets from the stem axis (m)")
+    parser.add_argument("--quick", action="store_true", help="1 draw, 1 push, no ablation")
+    parser.add_argument("--out", default="docs/img", help="where the plot goes")
+    args = parser.parse_args()
+    draws, laterals = (1, args.laterals[:1]) if args.quick else (args.draws, args.laterals)
+    task = load_pusht_cfg()
+    begin = time.perf_counter()
+    on, off = [], []
+    for draw in range(draws):
+        for lateral in laterals:
+            on.append(run(task, draw, lateral, True))
+            off.append(run(task, draw, lateral, False))
+            print(f"draw {draw} lateral {lateral}: on {summary([on[-1]])} off {summary([off[-1]])}", flush=True)
+    result = {"runs": len(on), "ticks_per_run": int(np.mean([len(r) for r in on])), "on": summary(on), "off": summary(off)}
+    result["off_over_on_pos_median"] = round(result["off"]["pos_mm_median"] / max(result["on"]["pos_mm_median"], 1e-9), 2)
+    result["off_over_on_yaw_median"] = round(result["off"]["yaw_deg_median"] / max(result["on"]["yaw_deg_median"], 1e-9), 2)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(on, off, 1.0 / task.control_hz, out / "sync_error.png")
+    if not args.quick:
+        ablation = []
+        # The main setting (3 iterations, kp 10) is run 0 above; each row changes one knob of it.
+        for overrides in ({"iterations": 1}, {"iterations": 5}, {"kp": 4.0}, {"kp": 20.0}):
+            ablation.append({**overrides, **summary([run(task, 0, laterals[0], True, overrides)])})
+            print("ablation", ablation[-1], flush=True)
+        result["ablation"] = ablation
+    result["wall_s"] = round(time.perf_counter() - begin, 1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
