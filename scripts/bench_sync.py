@@ -4,7 +4,7 @@
     python scripts/bench_sync.py --quick         # 1 draw x 1 push, no ablation (a smoke run)
 
 Each run: the stand-in world draws hidden physical parameters (friction, mass, COM, damping) and starts its block
-displaced from the twin's (up to 1.5 cm, 6 deg); the twin robot runs a scripted push; the stand-in robot follows
+displaced from the twin's (up to 1.5 cm, 6 deg); the twin robot runs a scripted push (twin.scripted.push_plan); the stand-in robot follows
 it through the lagging simulated follower; the twin sees only the stand-in's rendered frames (3 cameras,
 480x270, noise, 33 ms latency, 2 % dropped frames). Error = twin block vs stand-in block, every tick.
 Writes docs-ready figures to --out (plot of error over time). Last stdout line: one JSON object.
@@ -21,24 +21,17 @@ import numpy as np
 from real_is_sim.standin.session import SyncSession, SyncSessionCfg
 from real_is_sim.standin.world import StandInCfg
 from real_is_sim.transforms import quat_rotate, yaw_of
-from real_is_sim.twin.scripted import ScriptedPusher
+from real_is_sim.twin.scripted import ScriptedPusher, push_plan
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
 
-PUSH_Z = 0.035
-
-
 def push_targets(session: SyncSession, lateral: float) -> np.ndarray:
-    """Joint targets: home -> behind the stem -> push 10 cm along +y (offset sideways by ``lateral``) -> hold."""
+    """A push away from the robot through the block, offset sideways by ``lateral``; then the pusher holds still."""
     twin = session.twin
-    pusher = ScriptedPusher(twin.task)
     pose = twin.object_poses()[0, 0]
     center = pose[:3] + quat_rotate(pose[3:7], twin.geometry.centers.mean(axis=0))
-    start = np.array([center[0] + lateral, center[1] - 0.17, PUSH_Z])
-    end = start + [0.0, 0.10, 0.0]
-    dt = twin.control_dt
-    approach = pusher.joint_path(np.array([pusher.start_tool_position(), start + [0, 0, 0.08], start]), 0.3, dt)
-    push = pusher.joint_path(np.array([start, end]), 0.08, dt, approach[-1])
-    return np.concatenate([approach, push, np.repeat(push[-1:], 30, axis=0)])
+    push = push_plan(ScriptedPusher(twin.task), center, lateral, twin.control_dt, approach_speed=0.3,
+                     settle_steps=0, retreat=False)
+    return np.concatenate([push, np.repeat(push[-1:], 30, axis=0)])
 
 
 def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: dict | None = None) -> np.ndarray:

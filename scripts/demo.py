@@ -19,26 +19,10 @@ import rerun as rr
 
 from real_is_sim.transforms import quat_rotate, rotation_angle_between
 from real_is_sim.twin import Twin, TwinCfg
-from real_is_sim.twin.scripted import ScriptedPusher
+from real_is_sim.twin.scripted import ScriptedPusher, push_plan
 from real_is_sim_tasks.pusht import REAL_YAML, is_success, load_pusht_cfg
 
-PUSH_Z = 0.035  # pusher centre above a z = 0 table
 VIEW_SPACING = 0.6  # m between worlds in the recording only (the worlds share one frame in the twin)
-
-
-def plan(task, pusher: ScriptedPusher, block_center: np.ndarray, lateral: float, dt: float) -> np.ndarray:
-    """Home -> above the push start -> down -> push 20 cm away from the robot base through the block's centre of
-    spheres, offset sideways by ``lateral`` -> up. Works for any block shape or heading."""
-    away = block_center[:2] - np.asarray(task.robot.base_pose[:2])
-    away = np.append(away / np.linalg.norm(away), 0.0)
-    side = np.array([-away[1], away[0], 0.0])
-    start = np.append(block_center[:2], PUSH_Z) - 0.17 * away + lateral * side
-    end = start + 0.2 * away  # 3 cm past the centre of spheres
-    above = start + [0.0, 0.0, 0.08]
-    approach = pusher.joint_path(np.array([pusher.start_tool_position(), above, start]), 0.25, dt)
-    push = pusher.joint_path(np.array([start, end]), 0.08, dt, approach[-1])
-    retreat = pusher.joint_path(np.array([end, end + [0.0, 0.0, 0.08]]), 0.25, dt, push[-1])
-    return np.concatenate([approach, np.repeat(approach[-1:], 20, axis=0), push, retreat])
 
 
 def main() -> None:
@@ -56,7 +40,7 @@ def main() -> None:
     start = twin.object_poses()
     center = start[0, 0, :3] + quat_rotate(start[0, 0, 3:7], twin.geometry.centers.mean(axis=0))
     laterals = np.linspace(-0.03, 0.03, args.worlds)  # off-centre pushes turn the block
-    plans = [plan(task, pusher, center, lateral, twin.control_dt) for lateral in laterals]
+    plans = [push_plan(pusher, center, lateral, twin.control_dt) for lateral in laterals]
     steps = max(len(p) for p in plans)
     targets = np.stack([np.concatenate([p, np.repeat(p[-1:], steps - len(p), axis=0)]) for p in plans], axis=1)
 

@@ -1,6 +1,10 @@
 import pytest
+import torch
 
 from real_is_sim.paths import shared_data_dir
+
+# The tensors here are small: on a loaded 2-core machine torch's thread pool costs far more than it saves.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

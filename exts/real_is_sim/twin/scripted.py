@@ -49,3 +49,25 @@ class ScriptedPusher:
             q = self.kinematics.solve(point, self.rotation, q)
             path.append(q)
         return np.array(path)
+
+
+def push_plan(pusher: ScriptedPusher, block_center: np.ndarray, lateral: float, dt: float, distance: float = 0.2,
+              push_z: float = 0.035, approach_speed: float = 0.25, push_speed: float = 0.08, settle_steps: int = 20,
+              retreat: bool = True) -> np.ndarray:
+    """Joint targets ``[T, 7]`` for one push away from the robot base through the block's centre of spheres,
+    offset sideways by ``lateral``: home -> above the start 17 cm before the centre -> down -> wait
+    ``settle_steps`` -> push ``distance`` -> up (``retreat``) or stop there. Works for any block shape or heading.
+    ``push_z``: pusher centre height above a z = 0 table."""
+    base = np.asarray(pusher.task.robot.base_pose[:2], dtype=np.float64)
+    away = block_center[:2] - base
+    away = np.append(away / np.linalg.norm(away), 0.0)
+    side = np.array([-away[1], away[0], 0.0])
+    start = np.append(block_center[:2], push_z) - 0.17 * away + lateral * side
+    end = start + distance * away
+    above = start + [0.0, 0.0, 0.08]
+    approach = pusher.joint_path(np.array([pusher.start_tool_position(), above, start]), approach_speed, dt)
+    push = pusher.joint_path(np.array([start, end]), push_speed, dt, approach[-1])
+    parts = [approach, np.repeat(approach[-1:], settle_steps, axis=0), push]
+    if retreat:
+        parts.append(pusher.joint_path(np.array([end, end + [0.0, 0.0, 0.08]]), approach_speed, dt, push[-1]))
+    return np.concatenate(parts)
