@@ -6,7 +6,10 @@ Prints one JSON object on its last stdout line:
 - correction_ms: 3 cameras (the two real ones and a third orbited 90 degrees about the block) x 3
   iterations of forward + backward + an Adam step on copies of means and quats, all cameras in one call;
 - the same with the cameras composited in parallel threads (``_threads``) and with 5,000 Gaussians
-  (``_5k``: the block's Gaussians repeated ten times, jittered by 1 cm).
+  (``_5k``: the block's Gaussians repeated ten times, jittered by 1 cm);
+- window_fwd_bwd_ms, window_correction_ms: the correction sensor's shape of work, the same 3 cameras
+  rendered as 140x120 windows centred on the block (principal points shifted, background images),
+  one forward + backward / 3 iterations with Adam.
 torch runs with one intra-op thread (on a loaded 2-core machine more threads make small ops far slower).
 
     python scripts/bench_render.py [--repeats 20]
@@ -91,6 +94,31 @@ def main() -> None:
 
         return best_ms(run, max(args.repeats // 4, 3))
 
+    # the sensor's windows: principal points shifted so each camera sees the block centred in W_WIN x H_WIN
+    W_WIN, H_WIN = 140, 120
+    Ks_win = Ks3.clone()
+    centre_cam = torch.einsum("cij,j->ci", viewmats3[:, :3, :3], torch.tensor(centre, dtype=torch.float32)) + viewmats3[:, :3, 3]
+    Ks_win[:, 0, 2] += W_WIN / 2 - (Ks3[:, 0, 0] * centre_cam[:, 0] / centre_cam[:, 2] + Ks3[:, 0, 2])
+    Ks_win[:, 1, 2] += H_WIN / 2 - (Ks3[:, 1, 1] * centre_cam[:, 1] / centre_cam[:, 2] + Ks3[:, 1, 2])
+    targets_win = torch.rand(3, H_WIN, W_WIN, 3, generator=torch.Generator().manual_seed(0))
+    backgrounds_win = torch.full((3, H_WIN, W_WIN, 3), 0.4)
+
+    def window(params, iterations: int) -> float:
+        means, quats, scales, opacities, colors = params
+
+        def run():
+            m, q = means.clone().requires_grad_(True), quats.clone().requires_grad_(True)
+            optimizer = torch.optim.Adam([m, q], lr=1e-3)
+            for _ in range(iterations):
+                optimizer.zero_grad()
+                rgb, _, _ = rasterization(m, q, scales, opacities, colors, viewmats3, Ks_win, W_WIN, H_WIN,
+                                          backgrounds=backgrounds_win, backend="cpu")
+                (rgb - targets_win).square().mean().backward()
+                if iterations > 1:
+                    optimizer.step()
+
+        return best_ms(run, args.repeats if iterations == 1 else max(args.repeats // 2, 3))
+
     block, big = gaussians(1), gaussians(10)
     result = {
         "n_gaussians": len(cloud),
@@ -102,6 +130,8 @@ def main() -> None:
         "fwd_bwd_ms_per_camera_5k": round(per_camera(big, True), 2),
         "correction_ms_5k": round(correction(big, 1), 2),
         "correction_ms_5k_threads": round(correction(big, 3), 2),
+        "window_fwd_bwd_ms": round(window(block, 1), 2),
+        "window_correction_ms": round(window(block, 3), 2),
         "torch_threads": torch.get_num_threads(),
     }
     print(json.dumps(result))
