@@ -11,7 +11,7 @@ import pytest
 
 from real_is_sim.cameras.replay import VideoReplaySource
 from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
-from real_is_sim.errors import DataError
+from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.io import load_object_cloud
 from real_is_sim.replay import TRAJECTORY_COLUMNS, ReplayCfg, replay_real
 from real_is_sim.twin.tblock import table_plane
@@ -91,3 +91,10 @@ def test_cli_reports_missing_recording(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(REPO / "scripts" / "replay_real.py"), run_name="__main__")
     assert "no recording at" in str(exit_info.value.code)  # one line, no traceback
+
+
+def test_bad_settings_are_config_errors():
+    with pytest.raises(ConfigError, match="max_frames"):
+        ReplayCfg(max_frames=0)
+    with pytest.raises(ConfigError, match="yaw_steps"):
+        InitialPoseCfg(yaw_steps=0)

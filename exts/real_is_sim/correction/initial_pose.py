@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from real_is_sim.errors import DataError
+from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
 from real_is_sim.render import rasterization
 from real_is_sim.render.masks import red_orange_mask
@@ -44,9 +44,9 @@ class InitialPoseCfg:
     def __post_init__(self):
         for name in ("yaw_steps", "keep_yaws", "translation_steps", "coarse_downscale", "refine_candidates"):
             if int(getattr(self, name)) < 1:
-                raise DataError(f"InitialPoseCfg.{name} must be at least 1, got {getattr(self, name)}")
+                raise ConfigError(f"InitialPoseCfg.{name} must be at least 1, got {getattr(self, name)}")
         if self.refine_iters < 0 or not self.translation_span >= 0:
-            raise DataError("InitialPoseCfg.refine_iters and translation_span must be non-negative")
+            raise ConfigError("InitialPoseCfg.refine_iters and translation_span must be non-negative")
 
 
 @dataclass(frozen=True)
