@@ -53,16 +53,16 @@ def test_stand_in_hides_its_parameters_from_the_twin(corrected):
     assert session.standin.twin is not session.twin
 
 
-def test_teleported_block_is_flagged_lost(corrected):
+def test_teleported_block_is_flagged_lost_then_recovered(corrected):
     session, _ = corrected
     pose = session.standin.object_poses().copy()
-    pose[0, 1] += 0.3  # a person carries the block away
+    pose[0, 1] += 0.12  # a person moves the block by hand, far beyond what visual forces can pull it
     session.standin.teleport(pose)
-    lost = []
-    for _ in range(12):
-        report = session.tick()
-        lost.append(bool(report.reading.lost[0]))
-    assert lost[-1] and report.reading.confidence[0] < 0.5 and not report.reading.ok
+    reports = [session.tick() for _ in range(12)]
+    lost_at = next(k for k, r in enumerate(reports) if r.reading.lost[0])
+    assert reports[lost_at].reading.confidence[0] < 0.5 and not reports[lost_at].reading.ok
+    assert reports[lost_at].recovered == [0]  # re-localised from the frames in the same tick
+    assert session.sync_error()[0] < 0.01, session.sync_error()
 
 
 def test_switches_off_is_a_plain_virtual_environment():

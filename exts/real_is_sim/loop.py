@@ -42,6 +42,7 @@ class TickReport:
     frames_stale: list[str] = field(default_factory=list)
     frames_missing: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
+    recovered: list[int] = field(default_factory=list)  # objects re-localised this tick after being lost
 
 
 class OnlineLoop:
@@ -54,9 +55,13 @@ class OnlineLoop:
         source: CameraSource | None = None,
         follower: Follower | None = None,
         occluders: Callable[[np.ndarray], object] | None = None,
+        relocalize: Callable[[list, np.ndarray], np.ndarray | None] | None = None,
     ):
         """``occluders(robot_q) -> GaussianCloud`` renders the robot into the sensor's views (e.g.
-        ``RobotAppearance.cloud``); ``source`` delivers the camera frames, ``follower`` the real arm."""
+        ``RobotAppearance.cloud``); ``source`` delivers the camera frames, ``follower`` the real arm.
+        ``relocalize(images, object_poses) -> object_poses | None`` finds lost objects again from the frames (e.g.
+        with :func:`real_is_sim.correction.initial_pose.estimate_initial_pose`): the visual force only closes small
+        errors, so a lost object is put back where the frames show it and tracking resumes from there."""
         if cfg.visual_forces and (sensor is None or actuator is None or source is None):
             raise ValueError("visual_forces needs a sensor, an actuator and a camera source")
         if cfg.follow_real and follower is None:
@@ -68,6 +73,7 @@ class OnlineLoop:
         self.source = source
         self.follower = follower
         self.occluders = occluders
+        self.relocalize = relocalize
         self.sync = FrameSynchronizer([c.name for c in sensor.cameras], cfg.stale_after) if cfg.visual_forces else None
         self.t = 0.0
         self.ticks = 0
@@ -89,6 +95,8 @@ class OnlineLoop:
             exposed = np.median([f.timestamp for f in synced.fresh.values()]) if synced.fresh else self.t
             report.reading = self.sensor.update(self._poses_at(exposed), images, occluders)
             self.actuator.apply(report.reading.wrench, world=w)
+            if report.reading.lost.any() and self.relocalize is not None and synced.fresh:
+                report.recovered = self._recover(images, report.reading.lost)
             report.seconds["sensor"] = time.perf_counter() - clock
         clock = time.perf_counter()
         twin.step(robot_q_target)
@@ -103,6 +111,20 @@ class OnlineLoop:
             # The real arm follows the twin robot's *actual* joints (not the policy's targets).
             self.follower.send(twin.robot_q()[w], self.follower.now())
         return report
+
+    def _recover(self, images: list, lost: np.ndarray) -> list[int]:
+        w = self.cfg.world
+        poses = self.twin.object_poses()[w]
+        found = self.relocalize(images, poses)
+        if found is None:
+            return []
+        found = np.asarray(found, dtype=np.float64)
+        poses = np.where(lost[:, None], found, poses)  # objects still tracked stay where they are
+        self.twin.reset(world_ids=[w], object_poses=poses[None], robot_q=self.twin.robot_q()[w][None])
+        self.actuator.clear(world=w)
+        self.sensor.reset_health()
+        self.reset_history()
+        return [int(i) for i in np.flatnonzero(lost)]
 
     def reset_history(self) -> None:
         """Forget past twin poses (after the twin was reset or re-initialised)."""

@@ -25,15 +25,18 @@ def look_at_X_WC(eye: np.ndarray, target: np.ndarray, up=(0.0, 0.0, 1.0)) -> np.
 
 
 def ring_cameras(target, count: int = 3, distance: float = 0.7, elevation_deg: float = 45.0,
-                 width: int = 480, height: int = 270, focal: float | None = None, first_azimuth_deg: float = -60.0) -> list[CameraInfo]:
-    """``count`` cameras on a circle around ``target``; the focal length defaults to the RealSense's field of view."""
+                 width: int = 480, height: int = 270, focal: float | None = None, first_azimuth_deg: float = -80.0,
+                 span_deg: float = 160.0) -> list[CameraInfo]:
+    """``count`` cameras on an arc around ``target``, from ``first_azimuth_deg`` over ``span_deg`` (azimuth 0 looks
+    back along -x: the default arc faces the robot, which stands at the origin, so the arm rarely blocks a view);
+    the focal length defaults to the RealSense's field of view."""
     target = np.asarray(target, dtype=np.float64)
     focal = DEFAULT_FOCAL * width / 480 if focal is None else focal
     K = np.array([[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]])
     cameras = []
     elevation = np.radians(elevation_deg)
     for k in range(count):
-        azimuth = np.radians(first_azimuth_deg + 360.0 * k / count)
+        azimuth = np.radians(first_azimuth_deg + (span_deg * k / (count - 1) if count > 1 else 0.0))
         offset = distance * np.array([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth), np.sin(elevation)])
         cameras.append(CameraInfo(f"sim{k}", K, width, height, look_at_X_WC(target + offset, target)))
     return cameras

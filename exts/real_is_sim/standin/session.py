@@ -14,10 +14,12 @@ import numpy as np
 
 from real_is_sim.correction.actuator import VisualForceActuator, VisualForceActuatorCfg
 from real_is_sim.correction.background import table_background
+from real_is_sim.correction.initial_pose import estimate_initial_pose
 from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor, VisualForceSensorCfg
 from real_is_sim.gaussians.cloud import GaussianCloud
 from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.loop import LoopCfg, OnlineLoop
+from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.standin.cameras import ring_cameras
 from real_is_sim.standin.world import StandInCfg, StandInWorld
@@ -43,6 +45,7 @@ class SyncSessionCfg:
     initial_offset: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
     render_robot_in_twin: bool = True
     planar_wrench: bool = True  # the block slides on the table: keep the visual force in the table plane
+    recover_lost: bool = True  # re-localise a lost block from the frames (correction.initial_pose)
 
 
 def block_cloud(twin: Twin) -> GaussianCloud:
@@ -77,12 +80,26 @@ class SyncSession:
             sensor_cfg = dataclasses.replace(sensor_cfg, plane_normal=[float(v) for v in plane[:3]])
         sensor = VisualForceSensor(sensor_cfg, cloud, sensor_cams, self.twin.object_body_com())
         actuator = VisualForceActuator(cfg.actuator, self.twin)
+        self._cloud, self._plane = cloud, np.asarray(plane)
         appearance = RobotAppearance(base_pose=np.asarray(task.robot.base_pose)) if cfg.render_robot_in_twin else None
         self.loop = OnlineLoop(
             LoopCfg(visual_forces=cfg.visual_forces, follow_real=True),
             self.twin, sensor, actuator, self.standin.source, self.standin.follower,
             occluders=appearance.cloud if appearance is not None else None,
+            relocalize=self._relocalize if cfg.recover_lost else None,
         )
+
+    def _relocalize(self, images: list, poses: np.ndarray) -> np.ndarray | None:
+        """Search the whole turn and the table around the red-orange pixels for the block (one object), in the
+        views that show it (the arm may hide it from some); None when none does."""
+        views = [k for k, image in enumerate(images) if image is not None and red_orange_mask(image).any()]
+        if not views:
+            return None
+        found = estimate_initial_pose(
+            self._cloud, [images[k] for k in views], np.stack([self.cameras[k].viewmat_opencv() for k in views]),
+            np.stack([self.cameras[k].K for k in views]), poses[0], self._plane,
+        )
+        return found.pose[None]
 
     def tick(self, robot_q_target=None):
         report = self.loop.tick(robot_q_target)
