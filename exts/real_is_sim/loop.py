@@ -29,8 +29,8 @@ class LoopCfg:
     realtime: bool = False
     stale_after: float = 0.05  # s: an older frame is not used for the correction
     world: int = 0  # the twin world that mirrors reality
-    # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms):
-    # comparing an old frame with the current twin makes the correction overshoot, then oscillate.
+    # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms), and
+    # pull from where the twin is now: otherwise the correction overshoots, then rings.
     latency_compensation: bool = True
 
 
@@ -91,9 +91,9 @@ class OnlineLoop:
             report.frames_used = list(synced.fresh)
             report.frames_stale, report.frames_missing = synced.stale, synced.missing
             images = [synced.fresh[c.name].image if c.name in synced.fresh else None for c in self.sensor.cameras]
-            occluders = self.occluders(twin.robot_q()[w]) if self.occluders is not None else None
+            occluders = self.occluders(self._robot_in_view()) if self.occluders is not None else None
             exposed = np.median([f.timestamp for f in synced.fresh.values()]) if synced.fresh else self.t
-            report.reading = self.sensor.update(self._poses_at(exposed), images, occluders)
+            report.reading = self.sensor.update(self._poses_at(exposed), images, occluders, twin.object_poses()[w])
             self.actuator.apply(report.reading.wrench, world=w)
             if report.reading.lost.any() and self.relocalize is not None and synced.fresh:
                 report.recovered = self._recover(images, report.reading.lost)
@@ -111,6 +111,13 @@ class OnlineLoop:
             # The real arm follows the twin robot's *actual* joints (not the policy's targets).
             self.follower.send(twin.robot_q()[w], self.follower.now())
         return report
+
+    def _robot_in_view(self) -> np.ndarray:
+        """Joints of the robot the cameras see: the real arm's measured ones when it follows (it lags the twin by
+        tens of ms, and rendering the twin's arm instead drags the block at the arm's edges), else the twin's."""
+        if self.cfg.follow_real:
+            return self.follower.read_state().q
+        return self.twin.robot_q()[self.cfg.world]
 
     def _recover(self, images: list, lost: np.ndarray) -> list[int]:
         w = self.cfg.world

@@ -167,13 +167,17 @@ class VisualForceSensor:
         return bg.contiguous()
 
     # ------------------------------------------------------------------ the tick
-    def update(self, body_poses: np.ndarray, frames: list[np.ndarray | None], occluders: GaussianCloud | None = None) -> SensorReading:
-        """One tick. ``body_poses``: ``(B, 7)`` twin poses (xyzw); ``frames``: one image per camera
-        (``HxWx3`` uint8 or float in [0, 1]) or None where the camera delivered nothing; ``occluders``: a static
-        (world-frame) cloud rendered with the objects but never optimised, e.g. the robot at its joints."""
-        poses = torch.as_tensor(np.asarray(body_poses), dtype=torch.float32)
-        if poses.shape != (self.num_bodies, 7) or not torch.isfinite(poses).all():
-            raise ValueError(f"body_poses must be finite with shape ({self.num_bodies}, 7), got {tuple(poses.shape)}")
+    def update(self, body_poses: np.ndarray, frames: list[np.ndarray | None], occluders: GaussianCloud | None = None,
+               current_poses: np.ndarray | None = None) -> SensorReading:
+        """One tick. ``body_poses``: ``(B, 7)`` twin poses (xyzw) when the frames were exposed; ``frames``: one
+        image per camera (``HxWx3`` uint8 or float in [0, 1]) or None where the camera delivered nothing;
+        ``occluders``: a static (world-frame) cloud rendered with the objects but never optimised, e.g. the robot
+        at its joints; ``current_poses``: the twin's poses now, if it moved since the exposure. The optimised
+        Gaussians say where the objects were *then*; each Gaussian's spring pulls from where it is *now*, so the
+        twin's motion since the exposure is not corrected twice (without it, camera latency makes the
+        correction overshoot and ring: measured in docs/correction.md)."""
+        poses = self._checked_poses(body_poses, "body_poses")
+        now = poses if current_poses is None else self._checked_poses(current_poses, "current_poses")
         targets, used, rejected = self._accept_frames(frames)
         zero = np.zeros((self.num_bodies, 6))
         if not used:
@@ -186,7 +190,6 @@ class VisualForceSensor:
         targets = view.crop(targets)
         means = means0.detach().clone().requires_grad_(True)
         quats = quats0.detach().clone().requires_grad_(True)
-        com_world = self._com_world(poses)
         adam = self._optimizer(means, quats)
         losses = []
         for it in range(max(self.cfg.iterations, 1)):
@@ -202,8 +205,9 @@ class VisualForceSensor:
             adam.step()
         if self.cfg.persistent_optimizer:
             self._remember(adam, means, quats)
+        means_now = means0.detach() if current_poses is None else pose_cloud(self.cloud, now)[0].detach()
         wrench = displacement_wrench(
-            means0.detach(), means.detach(), self.cloud.body_ids, com_world,
+            means_now, means.detach(), self.cloud.body_ids, self._com_world(now),
             self.cfg.kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal,
         )
         visible = np.isfinite(residual)
@@ -238,6 +242,12 @@ class VisualForceSensor:
             targets.append(torch.from_numpy(image))
             used.append(camera.name)
         return (torch.stack(targets) if targets else None), used, rejected
+
+    def _checked_poses(self, poses, what: str) -> torch.Tensor:
+        poses = torch.as_tensor(np.asarray(poses), dtype=torch.float32)
+        if poses.shape != (self.num_bodies, 7) or not torch.isfinite(poses).all():
+            raise ValueError(f"{what} must be finite with shape ({self.num_bodies}, 7), got {tuple(poses.shape)}")
+        return poses
 
     def _com_world(self, poses: torch.Tensor) -> torch.Tensor:
         R = quat_to_rotmat_wxyz(torch.cat([poses[:, 6:7], poses[:, 3:6]], dim=-1))
