@@ -145,3 +145,12 @@ def test_cropped_windows_give_the_same_wrench_as_whole_images(scene):
     whole = VisualForceSensor(VisualForceSensorCfg(crop_margin_px=None), cloud, cams, com).update(_pose()[None], frames)
     assert np.allclose(cropped.wrench, whole.wrench, rtol=1e-3, atol=1e-4)
     assert cropped.loss_before == pytest.approx(whole.loss_before, rel=1e-2)
+
+
+def test_springs_pull_from_where_the_twin_is_now(scene):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.012, 0.0))  # exposed while the twin was at _pose()
+    sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
+    still = sensor.update(_pose()[None], frames).wrench[0, 0]
+    moved_on = sensor.update(_pose()[None], frames, current_poses=_pose(0.002, 0.0)[None]).wrench[0, 0]
+    assert 0 < moved_on < still  # the twin already covered part of the way since the exposure
