@@ -29,9 +29,12 @@ class LoopCfg:
     realtime: bool = False
     stale_after: float = 0.05  # s: an older frame is not used for the correction
     world: int = 0  # the twin world that mirrors reality
-    # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms), and
-    # pull from where the twin is now: otherwise the correction overshoots, then rings.
+    # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms).
     latency_compensation: bool = True
+    # Pull the Gaussians' springs from where the twin is now rather than where it was at the exposure. Right when
+    # the twin's motion since then is its own correction (a resting block: without it the twin rings around
+    # it); wrong when it is tracking a block that keeps moving (reality moved on too). See docs/correction.md.
+    pull_from_current: bool = True
 
 
 @dataclass
@@ -93,7 +96,8 @@ class OnlineLoop:
             images = [synced.fresh[c.name].image if c.name in synced.fresh else None for c in self.sensor.cameras]
             occluders = self.occluders(self._robot_in_view()) if self.occluders is not None else None
             exposed = np.median([f.timestamp for f in synced.fresh.values()]) if synced.fresh else self.t
-            report.reading = self.sensor.update(self._poses_at(exposed), images, occluders, twin.object_poses()[w])
+            current = twin.object_poses()[w] if cfg.pull_from_current else None
+            report.reading = self.sensor.update(self._poses_at(exposed), images, occluders, current)
             self.actuator.apply(report.reading.wrench, world=w)
             if report.reading.lost.any() and self.relocalize is not None and synced.fresh:
                 report.recovered = self._recover(images, report.reading.lost)

@@ -59,6 +59,9 @@ def tuned_sensor_cfg() -> VisualForceSensorCfg:
 class ReplayCfg:
     recording: str = "sample_demos/0"  # relative to the shared data directory, or absolute
     max_frames: int | None = None  # replay up to this frame index per camera (None: the whole clip)
+    # The real block is pushed by a robot the twin cannot see: the twin's motion since a frame's exposure is it
+    # following a moving block, not its own overshoot (LoopCfg.pull_from_current).
+    pull_from_current: bool = False
     sensor: VisualForceSensorCfg = field(default_factory=tuned_sensor_cfg)
     actuator: VisualForceActuatorCfg = field(default_factory=VisualForceActuatorCfg)
     initial_pose: InitialPoseCfg = field(default_factory=InitialPoseCfg)
@@ -187,7 +190,8 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
         sensor_cfg = cfg.sensor if cfg.sensor.plane_normal is not None else replace(cfg.sensor, plane_normal=plane[:3].tolist())
         sensor = VisualForceSensor(sensor_cfg, cloud, cameras, twin.object_body_com())
         actuator = VisualForceActuator(cfg.actuator, twin)
-        loop = OnlineLoop(LoopCfg(visual_forces=True, follow_real=False, realtime=False), twin, sensor, actuator, source)
+        loop_cfg = LoopCfg(visual_forces=True, follow_real=False, realtime=False, pull_from_current=cfg.pull_from_current)
+        loop = OnlineLoop(loop_cfg, twin, sensor, actuator, source)
 
         last_index = {s: source.num_frames(s) - 1 if cfg.max_frames is None else min(cfg.max_frames, source.num_frames(s)) - 1
                       for s in serials}
