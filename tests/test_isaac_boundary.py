@@ -1,7 +1,6 @@
 """The core never imports Isaac Sim; the Kit adapter module loads only inside Kit."""
 
 import importlib
-import pkgutil
 import subprocess
 import sys
 

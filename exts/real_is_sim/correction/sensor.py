@@ -7,8 +7,8 @@ Each control tick (Embodied Gaussians, steps 1-3 of the loop):
    of the object Gaussians' means and quats (the twin's bodies are not touched);
 3. turn each Gaussian's displacement into a force on its body (:mod:`real_is_sim.correction.wrench`).
 The copies are thrown away at the next tick: the Gaussians are re-posed on the bodies after physics
-stepped (step 5). Adam starts afresh each tick unless ``persistent_optimizer`` carries its moments over
-(momentum across frames: faster on steady errors, but it overshoots; measured in docs/correction.md).
+stepped (step 5). Adam starts afresh each tick: moments carried across frames overshoot (measured in
+docs/correction.md).
 
 Tracking health: the residual is the mean colour error under each object's Gaussian centres at the twin's
 pose; confidence falls with it, and an object whose residual stays above ``lost_residual`` for
@@ -60,8 +60,6 @@ class VisualForceSensorCfg:
     # Render only a window around the objects (their projected 3-sigma extent plus this margin, pixels): the
     # rest of the image holds no Gaussian of theirs, so it carries no gradient. None renders whole images.
     crop_margin_px: Optional[int] = 12
-    # Carry Adam's moment estimates from tick to tick (momentum across frames) or start afresh each tick.
-    persistent_optimizer: bool = False
 
     def __post_init__(self):
         if self.iterations < 0:
@@ -155,7 +153,6 @@ class VisualForceSensor:
         self._Ks = torch.as_tensor(np.stack([c.K for c in cameras]), dtype=torch.float32)
         self._backgrounds = torch.stack([self._background_image(c) for c in cameras])
         self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
-        self._adam_state: dict[str, torch.Tensor] | None = None
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
 
     def _background_image(self, camera: SensorCamera) -> torch.Tensor:
@@ -190,7 +187,8 @@ class VisualForceSensor:
         targets = view.crop(targets)
         means = means0.detach().clone().requires_grad_(True)
         quats = quats0.detach().clone().requires_grad_(True)
-        adam = self._optimizer(means, quats)
+        adam = torch.optim.Adam([{"params": [means], "lr": self.cfg.lr_means}, {"params": [quats], "lr": self.cfg.lr_quats}],
+                                eps=self.cfg.adam_eps)
         losses = []
         for it in range(max(self.cfg.iterations, 1)):
             image = self._render(means, quats, occluders, view)
@@ -203,8 +201,6 @@ class VisualForceSensor:
             adam.zero_grad()
             loss.backward()
             adam.step()
-        if self.cfg.persistent_optimizer:
-            self._remember(adam, means, quats)
         means_now = means0.detach() if current_poses is None else pose_cloud(self.cloud, now)[0].detach()
         wrench = displacement_wrench(
             means_now, means.detach(), self.cloud.body_ids, self._com_world(now),
@@ -218,9 +214,8 @@ class VisualForceSensor:
         return SensorReading(wrench.double().numpy(), losses[0], losses[-1], residual, confidence, lost, used, rejected)
 
     def reset_health(self) -> None:
-        """Forget past residuals and optimiser momentum (after the twin was re-initialised)."""
+        """Forget past residuals (after the twin was re-initialised)."""
         self._bad_ticks[:] = 0
-        self._adam_state = None
 
     # ------------------------------------------------------------------ pieces
     def _accept_frames(self, frames):
@@ -320,26 +315,3 @@ class VisualForceSensor:
             if (bodies == b).any():
                 residual[b] = float(sampled[bodies == b].mean())
         return residual
-
-    def _optimizer(self, means, quats) -> torch.optim.Adam:
-        adam = torch.optim.Adam([{"params": [means], "lr": self.cfg.lr_means}, {"params": [quats], "lr": self.cfg.lr_quats}],
-                                eps=self.cfg.adam_eps)
-        if self._adam_state is not None and self._adam_state["means_m"].shape == means.shape:
-            # Carry the moment estimates over from the last tick (the parameters themselves are reset).
-            for param, key in ((means, "means"), (quats, "quats")):
-                adam.state[param] = {
-                    "step": self._adam_state[f"{key}_step"].clone(),
-                    "exp_avg": self._adam_state[f"{key}_m"].clone(),
-                    "exp_avg_sq": self._adam_state[f"{key}_v"].clone(),
-                }
-        return adam
-
-    def _remember(self, adam, means, quats) -> None:
-        if means not in adam.state or not adam.state[means]:
-            return
-        self._adam_state = {}
-        for param, key in ((means, "means"), (quats, "quats")):
-            state = adam.state[param]
-            self._adam_state[f"{key}_step"] = torch.as_tensor(state["step"]).clone()
-            self._adam_state[f"{key}_m"] = state["exp_avg"].detach().clone()
-            self._adam_state[f"{key}_v"] = state["exp_avg_sq"].detach().clone()
