@@ -73,6 +73,24 @@ def test_real_footage_rerecorded_replays_the_same(shared_data, tmp_path):
         assert np.abs(a.image.astype(int) - b.image.astype(int)).mean() < 3.0
 
 
+def test_every_flush_lists_only_frames_already_in_the_file(tmp_path):
+    """The metadata must never run ahead of the video: a kill right after a flush would leave it so."""
+    info = cameras()[0]
+    recorder = Recorder(tmp_path / "rec", [info], flush_interval=1e9)
+    meta_path = tmp_path / "rec" / "videos" / "cam0.json"
+    for i in range(6):
+        recorder.write(Frame(info.serial, synthetic_image(i, 0), timestamp(i, 0), i))
+        recorder.flush()
+        listed = len(json.loads(meta_path.read_text())["timestamps"])
+        if listed:
+            video = VideoReader(tmp_path / "rec" / "videos" / "cam0.mp4", allow_partial=True)
+            assert video.num_frames >= listed
+            video.close()
+        assert listed >= i  # and it lags the writes by at most the frame the muxer still holds
+    recorder.close()
+    assert len(json.loads(meta_path.read_text())["timestamps"]) == 6
+
+
 CHILD = """
 import sys, time
 sys.path.insert(0, {tests!r})

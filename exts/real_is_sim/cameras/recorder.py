@@ -8,9 +8,10 @@ Output (the layout :class:`VideoReplaySource` reads)::
 
 Surviving a killed process: every frame is its own MP4 fragment and the muxer flushes its I/O
 after every packet (``movflags=frag_every_frame+empty_moov``, ``flush_packets=1``), so the video on
-disk is playable up to the last muxed frame without a closing ``moov`` box. The metadata JSON is
-rewritten atomically (temporary file + rename) every ``flush_interval`` seconds with the timestamps
-of the frames muxed so far and ``"complete": false``; :meth:`close` writes it with
+disk is playable up to the last written fragment without a closing ``moov`` box. The muxer writes a
+frame's fragment only when the next packet arrives, so the newest muxed frame is not on disk yet.
+The metadata JSON is rewritten atomically (temporary file + rename) every ``flush_interval`` seconds with the timestamps
+of the frames on disk so far and ``"complete": false``; :meth:`close` writes it with
 ``"complete": true``. A replay of an interrupted recording therefore sees a valid JSON listing at
 most as many frames as the video holds and plays those. (A killed process, not a power cut: the
 video is not fsync'ed.)
@@ -55,7 +56,7 @@ class _CameraTrack:
             self.container.close()
             raise ConfigError(f"x264 rejects the recorder settings {options}: {exc}") from None
         self.submitted: list[float] = []  # timestamps of frames given to the encoder
-        self.muxed = 0  # how many of them are in the file
+        self.muxed = 0  # how many of them were handed to the muxer
 
     def encode(self, frame: Frame) -> None:
         video_frame = av.VideoFrame.from_ndarray(frame.image, format="rgb24")
@@ -68,6 +69,12 @@ class _CameraTrack:
         for packet in packets:
             self.container.mux(packet)
             self.muxed += 1
+
+    @property
+    def on_disk(self) -> int:
+        """How many frames the file holds now. With ``frag_every_frame`` the muxer writes a frame's
+        fragment when the next packet arrives (measured: the last muxed frame is never on disk)."""
+        return max(0, self.muxed - 1)
 
     def finish(self) -> None:
         self._mux(self.stream.encode(None))
@@ -148,14 +155,15 @@ class Recorder:
             self.write(frame)
 
     def flush(self) -> None:
-        """Make every muxed frame replayable now (rewrite the metadata JSON)."""
+        """Make every frame on disk replayable now (rewrite the metadata JSON)."""
         for serial, track in self._tracks.items():
             self._save_metadata(track, complete=False)
         self._last_flush = time.monotonic()
 
     def _save_metadata(self, track: _CameraTrack, complete: bool) -> None:
         info = track.info
-        meta = VideoMetadata(info.serial, info.K, info.width, info.height, np.array(track.submitted[: track.muxed]), complete)
+        listed = track.submitted[: track.muxed if complete else track.on_disk]
+        meta = VideoMetadata(info.serial, info.K, info.width, info.height, np.array(listed), complete)
         save_video_metadata(self.out_dir / "videos" / f"{info.serial}.json", meta)
 
     def close(self) -> None:
