@@ -5,8 +5,9 @@ backward is Warp's generated adjoint) -> bin the screen boxes into tiles, depth-
 (numpy, no gradient) -> alpha-composite only the tiles some Gaussian touches (Warp kernel, one thread
 per tile: each Gaussian visits only the rows/columns its ellipse may reach, a tile stops when all its
 pixels are saturated) -> a hand-written backward kernel walks the lists back to front the same way.
-The rest of the image is background and costs nothing. All cameras go in one launch, or one launch
-each in parallel threads (Warp's CPU launches release the GIL).
+The rest of the image is background and costs nothing. All cameras go in one launch, or the active
+tiles are split into ranges of equal work composited in parallel threads (Warp's CPU launches release
+the GIL), each with its own gradient buffers.
 """
 
 from __future__ import annotations
@@ -336,18 +337,28 @@ def _gather_records(tiles: TileLists, means2d, conics, per_view) -> list[torch.T
 _pool: ThreadPoolExecutor | None = None
 
 
-def _composite_tile_ranges(work, tiles: TileLists, threads: int) -> None:
-    """Run work(first, last) over the active tiles: one launch for all cameras, or one per camera in up to
-    ``threads`` threads (Warp CPU launches release the GIL)."""
+def split_tiles(tiles: TileLists, threads: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of the active tiles, one per thread, with about equal list entries each (a tile's
+    cost grows with its list). Fewer ranges than ``threads`` when there are fewer tiles."""
+    n_tiles = len(tiles.tile_keys)
+    if threads <= 1 or n_tiles <= 1:
+        return [(0, n_tiles)]
+    work = np.cumsum(tiles.tile_ends - tiles.tile_starts)
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, threads) / threads, side="right")
+    bounds = np.unique(np.concatenate([[0], cuts, [n_tiles]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _run_ranges(work, ranges: list[tuple[int, int]]) -> None:
+    """work(first, last, k) for the k-th range, in parallel threads when there are several (Warp's CPU
+    launches release the GIL)."""
     global _pool
-    bounds = tiles.camera_tiles
-    n_cameras = len(bounds) - 1
-    if threads <= 1 or n_cameras <= 1:
-        work(0, int(bounds[-1]))  # tiles of all cameras are consecutive: one launch saves the per-launch cost
+    if len(ranges) == 1:
+        work(*ranges[0], 0)
         return
-    if _pool is None or _pool._max_workers < threads:
-        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="real_is_sim_render")
-    for future in [_pool.submit(work, int(bounds[c]), int(bounds[c + 1])) for c in range(n_cameras)]:
+    if _pool is None or _pool._max_workers < len(ranges):
+        _pool = ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="real_is_sim_render")
+    for future in [_pool.submit(work, first, last, k) for k, (first, last) in enumerate(ranges)]:
         future.result()
 
 
@@ -395,13 +406,15 @@ class RasterizeCPU(torch.autograd.Function):
         done = torch.zeros(C * height * width, dtype=torch.int32)
         outputs = [_wp(done, wp.int32), _wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)]
 
-        def composite(first, last):
+        ranges = split_tiles(tiles, threads)
+
+        def composite(first, last, _):  # tiles own disjoint pixels: the threads write disjoint memory
             wp.launch(_composite_forward, dim=last - first, device="cpu",
                       inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry], outputs=outputs)
 
-        _composite_tile_ranges(composite, tiles, threads)
+        _run_ranges(composite, ranges)
         ctx.save_for_backward(T, *inputs, means2d, conics, depths, radii, counts, *records)
-        ctx.tiles, ctx.settings = tiles, settings
+        ctx.tiles, ctx.ranges, ctx.settings = tiles, ranges, settings
         ctx.views = project_args[:6], projected, gaussians, tile_args, outputs[2:]  # reused by backward
         ctx.mark_non_differentiable(means2d, conics, depths, radii)
         return rgb.reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width, 1), means2d, conics, depths, radii
@@ -414,21 +427,25 @@ class RasterizeCPU(torch.autograd.Function):
         tiles = ctx.tiles
         N = project_inputs[0].shape[0]
         C = project_inputs[4].shape[0]
-        v_means2d, v_conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
-        v_opacities, v_colors = torch.zeros(C * N), torch.zeros(C * N, 3)
+        # one gradient buffer per thread (tiles of one camera share Gaussians), summed in a fixed order
+        K = len(ctx.ranges)
+        per_thread = [torch.zeros(K, C * N, 2), torch.zeros(K, C * N, 3), torch.zeros(K, C * N), torch.zeros(K, C * N, 3)]
         v_rgb = torch.zeros(T.shape[0], 3) if v_rgb is None else v_rgb.reshape(-1, 3).float().contiguous()
         v_alpha = torch.zeros(T.shape[0]) if v_alpha is None else v_alpha.reshape(-1).float().contiguous()
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
         gaussians = [*gaussians, _wp(tiles.flatten_ids, wp.int32)]
         T_now, behind = torch.empty_like(T), torch.empty(T.shape[0], 3)
         per_pixel = [T_view, counts_view, _wp(v_rgb, wp.vec3), _wp(v_alpha), _wp(T_now), _wp(behind, wp.vec3)]
-        grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
+        dtypes = (wp.vec2, wp.vec3, wp.float32, wp.vec3)
 
-        def composite_backward(first, last):
+        def composite_backward(first, last, k):
+            grads_k = [_wp(g[k], d) for g, d in zip(per_thread, dtypes)]
             wp.launch(_composite_backward, dim=last - first, device="cpu",
-                      inputs=[*gaussians, *tile_args, first, *geometry, *per_pixel], outputs=grads)
+                      inputs=[*gaussians, *tile_args, first, *geometry, *per_pixel], outputs=grads_k)
 
-        _composite_tile_ranges(composite_backward, tiles, threads)
+        _run_ranges(composite_backward, ctx.ranges)
+        v_means2d, v_conics, v_opacities, v_colors = (g[0] if K == 1 else g.sum(0) for g in per_thread)
+        grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
         v_means, v_quats, v_scales = torch.zeros(N, 3), torch.zeros(N, 4), torch.zeros(N, 3)
         wp.launch(_project, dim=C * N, device="cpu", adjoint=True,
                   inputs=[*project_inputs, N, width, height, eps2d, near_plane, far_plane], outputs=projected,

@@ -41,7 +41,7 @@ def _check(name: str, t, shape: tuple) -> None:
 
 def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
                   backgrounds=None, backend: str = "auto", near_plane: float = 0.01, far_plane: float = 1e10,
-                  eps2d: float = 0.3, tile_size: int = cpu_backend.TILE_SIZE, camera_threads: int = 1):
+                  eps2d: float = 0.3, tile_size: int = cpu_backend.TILE_SIZE, threads: int = 1):
     """Render N Gaussians into C pinhole cameras.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), scales [N,3] (linear), opacities [N] (linear),
@@ -50,7 +50,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     Returns ``(colors [C,H,W,3], alphas [C,H,W,1], meta)``; differentiable in every Gaussian input
     (and the background). ``meta`` has means2d, conics, depths, radii [C,N,...] and the backend used.
     A camera that sees nothing (all behind it, off-screen) renders the background with alpha 0.
-    cpu backend only: ``tile_size`` (pixels) and ``camera_threads`` (cameras composited in parallel).
+    cpu backend only: ``tile_size`` (pixels) and ``threads`` (tiles composited in parallel threads).
     """
     if backend not in BACKENDS:
         raise RenderError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -85,15 +85,15 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
         return rasterize_gsplat(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                                 backgrounds, near_plane, far_plane, eps2d)
     return _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                          backgrounds, near_plane, far_plane, eps2d, tile_size, camera_threads)
+                          backgrounds, near_plane, far_plane, eps2d, tile_size, threads)
 
 
 def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                   backgrounds, near_plane, far_plane, eps2d, tile_size, camera_threads):
+                   backgrounds, near_plane, far_plane, eps2d, tile_size, threads):
     # the Warp kernels run on the CPU: move (differentiably) whatever lives elsewhere
     means, quats, scales, opacities, colors, viewmats, Ks = (t.cpu() for t in (means, quats, scales, opacities, colors,
                                                                                  viewmats, Ks))
-    settings = (width, height, float(eps2d), float(near_plane), float(far_plane), int(tile_size), int(camera_threads))
+    settings = (width, height, float(eps2d), float(near_plane), float(far_plane), int(tile_size), int(threads))
     rgb, alpha, means2d, conics, depths, radii = cpu_backend.RasterizeCPU.apply(
         means, quats, scales, opacities, colors, viewmats, Ks, settings)
     if backgrounds is not None:
