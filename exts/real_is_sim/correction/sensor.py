@@ -54,8 +54,10 @@ class VisualForceSensorCfg:
     # cannot explain (an unmodelled robot arm, a hand) do not pull the objects. None: plain loss.
     outlier_threshold: Optional[float] = None
     backend: str = "auto"
-    # cpu backend: tiles composited in this many threads (2 on a 2-core machine: 1.35x per render, measured)
-    render_threads: int = 2
+    # cpu backend: tiles composited in this many threads. 1: on this 2-core machine 2 threads made the stand-in
+    # loop's sensor tick slower (44.8 vs 42.3 ms median over 120 ticks each, interleaved), though 1.27x faster
+    # on bench_render's larger windows without occluders (docs/render.md).
+    render_threads: int = 1
     residual_scale: float = 0.1  # confidence = exp(-residual / residual_scale)
     lost_residual: float = 0.06  # tracked: ~0.01; a block that is not where the twin has it: ~0.12
     lost_after_ticks: int = 10
