@@ -9,7 +9,7 @@ Prints one JSON object on its last stdout line:
   (``_5k``: the block's Gaussians repeated ten times, jittered by 1 cm);
 - window_fwd_bwd_ms, window_correction_ms: the correction sensor's shape of work, the same 3 cameras
   rendered as 140x120 windows centred on the block (principal points shifted, background images),
-  one forward + backward / 3 iterations with Adam (``_threads``: in 2 threads, as the sensor runs it).
+  one forward + backward / 3 iterations with Adam (``_threads``: in 2 threads; the sensor defaults to 1).
 torch runs with one intra-op thread (on a loaded 2-core machine more threads make small ops far slower).
 
     python scripts/bench_render.py [--repeats 20]

@@ -188,7 +188,7 @@ def test_tile_split_covers_every_tile_once_with_balanced_work():
     params, viewmat, K = random_scene(40)
     _, _, meta = rasterization(*[p.float() for p in params], viewmat[None].float(), K[None].float(), W, H, backend="cpu")
     tiles = cpu_backend.bin_into_tiles(meta["means2d"][0].numpy(), meta["radii"][0].numpy(), meta["depths"][0].numpy(),
-                                       1, 40, W, H, 8)
+                                       40, W, H, 8)
     entries = tiles.tile_ends - tiles.tile_starts
     assert len(entries) > 3
     for threads in (1, 2, 3):

@@ -10,8 +10,8 @@ Surviving a killed process: every frame is its own MP4 fragment and the muxer fl
 after every packet (``movflags=frag_every_frame+empty_moov``, ``flush_packets=1``), so the video on
 disk is playable up to the last written fragment without a closing ``moov`` box. The muxer writes a
 frame's fragment only when the next packet arrives, so the newest muxed frame is not on disk yet.
-The metadata JSON is rewritten atomically (temporary file + rename) every ``flush_interval`` seconds with the timestamps
-of the frames on disk so far and ``"complete": false``; :meth:`close` writes it with
+The metadata JSON is rewritten atomically (temporary file + rename) every ``flush_interval`` seconds
+with the timestamps of the frames on disk so far and ``"complete": false``; :meth:`close` writes it with
 ``"complete": true``. A replay of an interrupted recording therefore sees a valid JSON listing at
 most as many frames as the video holds and plays those. (A killed process, not a power cut: the
 video is not fsync'ed.)

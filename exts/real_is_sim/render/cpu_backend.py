@@ -262,7 +262,6 @@ class TileLists:
     tile_keys: np.ndarray  # [A] int32, sorted: camera * tiles_per_camera + tile_y * tiles_x + tile_x
     tile_starts: np.ndarray  # [A] int32
     tile_ends: np.ndarray  # [A] int32
-    camera_tiles: np.ndarray  # [C + 1] int64: active tiles of camera c are camera_tiles[c]:camera_tiles[c+1]
     tiles_x: int
     tiles_y: int
     tile_size: int
@@ -283,9 +282,8 @@ def _min_sigma_over_tiles(means2d, conics, tile_x, tile_y, tile_size):
     return np.where(inside, 0.0, best)
 
 
-def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n_cameras: int, n_gaussians: int,
-                   width: int, height: int, tile_size: int, conics: np.ndarray | None = None,
-                   sigma_limits: np.ndarray | None = None) -> TileLists:
+def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n_gaussians: int, width: int, height: int,
+                   tile_size: int, conics: np.ndarray | None = None, sigma_limits: np.ndarray | None = None) -> TileLists:
     """Tile lists; with ``conics`` and ``sigma_limits`` (ln(255 opacity) per camera * N + index), a
     Gaussian is also dropped from the tiles of its box where its ellipse misses every pixel centre."""
     tiles_x = (width + tile_size - 1) // tile_size
@@ -314,9 +312,8 @@ def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n
     by_tile = np.argsort(keys, kind="stable")  # stable: stays front to back within a tile
     keys = keys[by_tile]
     tile_keys, tile_starts, tile_counts = np.unique(keys, return_index=True, return_counts=True)
-    camera_tiles = np.searchsorted(tile_keys, np.arange(n_cameras + 1) * tiles_per_camera)
     return TileLists(order[owner[by_tile]].astype(np.int32), tile_keys.astype(np.int32), tile_starts.astype(np.int32),
-                     (tile_starts + tile_counts).astype(np.int32), camera_tiles, tiles_x, tiles_y, tile_size)
+                     (tile_starts + tile_counts).astype(np.int32), tiles_x, tiles_y, tile_size)
 
 
 def _per_view_arrays(opacities: torch.Tensor, colors: torch.Tensor, n_cameras: int):
@@ -395,7 +392,7 @@ class RasterizeCPU(torch.autograd.Function):
         projected = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)]
         wp.launch(_project, dim=C * N, inputs=project_args, outputs=projected, device="cpu")
         per_view = _per_view_arrays(inputs[3], inputs[4], C)
-        tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), C, N, width, height, tile_size,
+        tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), N, width, height, tile_size,
                                conics.numpy(), per_view[2].numpy())
         rgb, T = torch.zeros(C * height * width, 3), torch.ones(C * height * width)
         counts = torch.zeros(C * height * width, dtype=torch.int32)
