@@ -13,7 +13,9 @@ from real_is_sim.cameras.replay import VideoReplaySource
 from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.io import load_object_cloud
+from real_is_sim.objectfile import load_object_file
 from real_is_sim.replay import TRAJECTORY_COLUMNS, ReplayCfg, replay_real
+from real_is_sim.transforms import quat_rotate, quat_to_matrix
 from real_is_sim.twin.tblock import table_plane
 from real_is_sim_tasks.pusht.config import REAL_YAML, load_pusht_cfg
 
@@ -41,7 +43,7 @@ def short_replay(shared_data, tmp_path_factory):
     return out, replay_real(out, cfg, log=lambda *_: None)
 
 
-def test_initial_pose_recovers_first_frame(short_replay, first_frames):
+def test_initial_pose_recovers_first_frame(short_replay, first_frames, shared_data):
     _, result = short_replay
     _, scan_pose, _, _, _, plane = first_frames
     estimate, at_scan = result.initial_iou_per_view, result.scan_pose_iou_per_view
@@ -50,9 +52,15 @@ def test_initial_pose_recovers_first_frame(short_replay, first_frames):
     assert all(estimate[s] > at_scan[s] + 0.2 for s in estimate), (estimate, at_scan)
     pose = np.array(result.initial_pose)
     assert np.linalg.norm(pose[:2] - scan_pose[:2]) > 0.01
-    # Still resting on the table: the scan pose moved in the plane and turned about its normal only.
-    height = lambda p: p[:3] @ plane[:3] + plane[3]  # noqa: E731
-    assert abs(height(pose) - height(scan_pose)) < 3e-3
+    # Resting on the table: flat, its lowest sphere touching the plane.
+    normal = plane[:3] / np.linalg.norm(plane[:3])
+    body_z, scan_z = quat_to_matrix(pose[3:])[:, 2], quat_to_matrix(scan_pose[3:])[:, 2]
+    assert abs(abs(body_z @ normal) - abs(scan_z @ normal)) < 1e-3
+    spheres = load_object_file(shared_data / "objects" / "tblock.json")
+    heights = (pose[:3] + quat_rotate(pose[3:], spheres.sphere_centers)) @ normal + plane[3] / np.linalg.norm(plane[:3])
+    assert abs(heights.min() - spheres.sphere_radii[0]) < 1e-4
+    # The red face up: upside down relative to X_WB (docs/render.md)
+    assert body_z @ scan_z < -0.99
 
 
 def test_initial_pose_rejects_images_without_block(first_frames):

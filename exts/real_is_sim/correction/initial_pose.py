@@ -11,8 +11,10 @@ a few cm and tens of degrees away), and the visual forces only close small error
    block by a rigid motion D equals moving every camera by D (``viewmat @ D``), so one cloud serves all;
 3. :func:`real_is_sim.render.pose_fit.fit_body_pose` gradient refinement of the best candidates.
 
-Every candidate is the scan pose turned about the table normal and shifted in the table plane, so the
-block keeps resting on the table (its height and tilt are the scanned ones).
+Every candidate is the scan pose, or the scan pose upside down
+(:func:`~real_is_sim.render.pose_fit.upside_down_pose`: a silhouette cannot tell which face of the T is
+up, and the shared scan's X_WB has the wrong one up), turned about the table normal and shifted in the
+table plane, so the block keeps resting on the table (its height and tilt are the scanned ones).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
 from real_is_sim.render import rasterization
 from real_is_sim.render.masks import red_orange_mask
-from real_is_sim.render.pose_fit import fit_body_pose, silhouette_iou
+from real_is_sim.render.pose_fit import fit_body_pose, silhouette_iou, upside_down_pose
 from real_is_sim.transforms import matrix_to_pose, pose_multiply, pose_to_matrix, quat_from_axis_angle
 
 
@@ -39,6 +41,7 @@ class InitialPoseCfg:
     coarse_downscale: int = 4  # coarse candidates are scored on images this many times smaller
     refine_candidates: int = 2  # best coarse candidates refined by gradient descent
     refine_iters: int = 60
+    both_faces: bool = True  # also search the block upside down (its outline is the same either face up)
     backend: str = "auto"
 
     def __post_init__(self):
@@ -143,39 +146,45 @@ def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewma
     if empty:
         raise DataError(f"no red-orange block pixels in view(s) {empty}: cannot estimate the block's pose")
     normal, e1, e2, d = _plane_axes(plane)
+    faces = [scan_pose, upside_down_pose(cloud, scan_pose, plane)] if cfg.both_faces else [scan_pose]
 
     # 1. Seed: mask pixels on the plane through the Gaussians' centroid, parallel to the table.
     with torch.no_grad():
-        pivot = pose_cloud(cloud, torch.tensor(scan_pose[None], dtype=torch.float32))[0].mean(0).double().numpy()
-    offset = float(normal @ pivot)
+        pivots = [pose_cloud(cloud, torch.tensor(face[None], dtype=torch.float32))[0].mean(0).double().numpy()
+                  for face in faces]
+    offset = float(normal @ pivots[0])
     hits = [backproject_to_plane(m, K, V, normal, offset) for m, K, V in zip(masks, Ks, viewmats)]
     if any(len(h) == 0 for h in hits):
         raise DataError("the block's pixels do not meet the table plane in some view (wrong camera poses?)")
     seed = np.mean([h.mean(axis=0) for h in hits], axis=0)
-    to_seed = seed - pivot - normal * (normal @ (seed - pivot))
 
-    # 2. Coarse search at reduced resolution: yaw at the seed, then translations for the best yaws.
+    # 2. Coarse search at reduced resolution, for each face up: yaw at the seed, then translations for
+    #    the best yaws.
     f = cfg.coarse_downscale
     small_w, small_h = width // f, height // f
     small_Ks = Ks.copy()
     small_Ks[:, :2] /= f
     small_masks = [_downscale_mask(m, f) for m in masks]
     yaws = np.linspace(-np.pi, np.pi, cfg.yaw_steps, endpoint=False)
-    motions = np.stack([planar_motion(normal, pivot, yaw, to_seed) for yaw in yaws])
-    scores = _score(cloud, scan_pose, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend)
-    best_yaws = yaws[np.argsort(scores)[::-1][: cfg.keep_yaws]]
     steps = np.linspace(-cfg.translation_span, cfg.translation_span, cfg.translation_steps)
-    shifts = [to_seed + a * e1 + b * e2 for a in steps for b in steps]
-    candidates = [(yaw, shift) for yaw in best_yaws for shift in shifts]
-    motions = np.stack([planar_motion(normal, pivot, yaw, shift) for yaw, shift in candidates])
-    scores = _score(cloud, scan_pose, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend)
+    starts, scores = [], []
+    for face, pivot in zip(faces, pivots):
+        to_seed = seed - pivot - normal * (normal @ (seed - pivot))
+        motions = np.stack([planar_motion(normal, pivot, yaw, to_seed) for yaw in yaws])
+        yaw_scores = _score(cloud, face, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend)
+        best_yaws = yaws[np.argsort(yaw_scores)[::-1][: cfg.keep_yaws]]
+        motions = np.stack([planar_motion(normal, pivot, yaw, to_seed + a * e1 + b * e2)
+                            for yaw in best_yaws for a in steps for b in steps])
+        scores.extend(_score(cloud, face, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend))
+        starts.extend(_moved_pose(motion, face) for motion in motions)
+    scores = np.array(scores)
     order = np.argsort(scores)[::-1][: cfg.refine_candidates]
 
     # 3. Gradient refinement of the best few at full resolution; keep the one that ends best.
     vm_t, K_t = torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32)
     best = None
     for index in order:
-        start = _moved_pose(motions[index], scan_pose)
+        start = starts[index]
         if cfg.refine_iters > 0:
             fit = fit_body_pose(cloud, images, vm_t, K_t, start, plane, iters=cfg.refine_iters, masks=masks,
                                 backend=cfg.backend)

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.spatial import cKDTree
 
 from real_is_sim.errors import DataError
 from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
 from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.render.rasterize import rasterization
+from real_is_sim.transforms import matrix_to_pose, pose_to_matrix, quat_from_axis_angle, quat_to_matrix
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,46 @@ def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torc
     pose = pose.numpy().astype(np.float64)
     pose[3:] /= np.linalg.norm(pose[3:])
     return PoseFit(pose, [silhouette_iou(a, t) for a, t in zip(alpha, targets)], losses)
+
+
+def upside_down_pose(cloud: GaussianCloud, pose, plane, angle_steps: int = 180) -> np.ndarray:
+    """``pose`` (7,) turned 180 deg about the line of mirror symmetry of the body's footprint on ``plane``.
+
+    A body with a mirror-symmetric footprint (the PushT T) shows the same outline with either face up,
+    so a silhouette cannot tell the two apart, and a scan's pose may hold the body either way up (the
+    shared T-block's X_WB has its yellowish face up; in the footage the red one is). The mirror line is
+    the in-plane direction through the footprint's centroid (the Gaussian means projected on the plane)
+    whose reflection maps the footprint best onto itself; the turn keeps the height of the body origin,
+    so a body whose thickness is centred on its origin stays resting on the table.
+    """
+    pose = np.asarray(pose, dtype=np.float64)
+    if pose.shape != (7,) or not np.isfinite(pose).all():
+        raise DataError(f"pose must be 7 finite numbers (px,py,pz,qx,qy,qz,qw), got {pose}")
+    if len(cloud) == 0:
+        raise DataError("upside_down_pose needs a non-empty cloud")
+    normal, e1, e2 = (v.double().numpy() for v in _plane_frame(plane))
+    with torch.no_grad():
+        means = pose_cloud(cloud.detach(), torch.tensor(pose[None], dtype=torch.float32))[0].double().numpy()
+    flat = np.stack([means @ e1, means @ e2], axis=-1)
+    centre = flat.mean(axis=0)
+    flat -= centre
+    footprint = cKDTree(flat)
+
+    def mismatch(angle: float) -> float:  # mean distance of the mirrored footprint to the footprint
+        u = np.array([np.cos(angle), np.sin(angle)])
+        return float(footprint.query(2.0 * (flat @ u)[:, None] * u - flat)[0].mean())
+
+    step = np.pi / angle_steps
+    coarse = min(np.arange(angle_steps) * step, key=mismatch)
+    angle = min(coarse + np.linspace(-step, step, 41), key=mismatch)  # to 1/20 of a step
+    u = np.array([np.cos(angle), np.sin(angle)])
+    axis = u[0] * e1 + u[1] * e2
+    origin = pose[:3]
+    through = origin + e1 * (centre[0] - origin @ e1) + e2 * (centre[1] - origin @ e2)
+    turn = np.eye(4)
+    turn[:3, :3] = quat_to_matrix(quat_from_axis_angle(axis, np.pi))
+    turn[:3, 3] = through - turn[:3, :3] @ through
+    return matrix_to_pose(turn @ pose_to_matrix(pose))
 
 
 def crop_windows(masks: list[np.ndarray], width: int, height: int, margin: int) -> list[tuple[int, int, int, int]]:

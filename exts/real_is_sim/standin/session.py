@@ -14,7 +14,7 @@ import numpy as np
 
 from real_is_sim.correction.actuator import VisualForceActuator, VisualForceActuatorCfg
 from real_is_sim.correction.background import table_background
-from real_is_sim.correction.initial_pose import estimate_initial_pose
+from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
 from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor, VisualForceSensorCfg
 from real_is_sim.gaussians.cloud import GaussianCloud
 from real_is_sim.gaussians.spheres import cloud_from_spheres
@@ -95,9 +95,10 @@ class SyncSession:
         views = [k for k, image in enumerate(images) if image is not None and red_orange_mask(image).any()]
         if not views:
             return None
+        # Pushing does not turn the block over: search with the face it has now up.
         found = estimate_initial_pose(
             self._cloud, [images[k] for k in views], np.stack([self.cameras[k].viewmat_opencv() for k in views]),
-            np.stack([self.cameras[k].K for k in views]), poses[0], self._plane,
+            np.stack([self.cameras[k].K for k in views]), poses[0], self._plane, InitialPoseCfg(both_faces=False),
         )
         return found.pose[None]
 
