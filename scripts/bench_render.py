@@ -27,8 +27,7 @@ import torch
 from real_is_sim.gaussians import load_object_cloud, pose_cloud
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
-from real_is_sim.render.real_check import load_demo_views
-from real_is_sim.transforms import pose_to_matrix, quat_from_yaw
+from real_is_sim.render.real_check import load_demo_views, orbited_viewmat, window_intrinsics
 
 
 def best_ms(fn, repeats: int) -> float:
@@ -53,9 +52,7 @@ def main() -> None:
     means_w, quats_w = (t.detach() for t in pose_cloud(cloud, torch.tensor(scan_pose, dtype=torch.float32)[None]))
     # third camera: camera 0 orbited 90 degrees about the vertical through the block
     centre = means_w.mean(0).double().numpy()
-    orbit = pose_to_matrix(np.concatenate([centre, quat_from_yaw(np.pi / 2)])) @ pose_to_matrix(np.concatenate([-centre, [0, 0, 0, 1.0]]))
-    X_CW0 = views.viewmats[0].double().numpy()
-    viewmats3 = torch.cat([views.viewmats, torch.tensor(X_CW0 @ np.linalg.inv(orbit), dtype=torch.float32)[None]])
+    viewmats3 = torch.cat([views.viewmats, orbited_viewmat(views.viewmats[0], centre, np.pi / 2)[None]])
     Ks3 = torch.cat([views.Ks, views.Ks[:1]])
     frames = torch.tensor(np.stack(views.images), dtype=torch.float32) / 255.0
     targets3 = torch.cat([frames, frames[:1]])
@@ -96,10 +93,7 @@ def main() -> None:
 
     # the sensor's windows: principal points shifted so each camera sees the block centred in W_WIN x H_WIN
     W_WIN, H_WIN = 140, 120
-    Ks_win = Ks3.clone()
-    centre_cam = torch.einsum("cij,j->ci", viewmats3[:, :3, :3], torch.tensor(centre, dtype=torch.float32)) + viewmats3[:, :3, 3]
-    Ks_win[:, 0, 2] += W_WIN / 2 - (Ks3[:, 0, 0] * centre_cam[:, 0] / centre_cam[:, 2] + Ks3[:, 0, 2])
-    Ks_win[:, 1, 2] += H_WIN / 2 - (Ks3[:, 1, 1] * centre_cam[:, 1] / centre_cam[:, 2] + Ks3[:, 1, 2])
+    Ks_win = window_intrinsics(viewmats3, Ks3, centre, W_WIN, H_WIN)
     targets_win = torch.rand(3, H_WIN, W_WIN, 3, generator=torch.Generator().manual_seed(0))
     backgrounds_win = torch.full((3, H_WIN, W_WIN, 3), 0.4)
 

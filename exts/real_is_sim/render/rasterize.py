@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from real_is_sim.errors import RealIsSimError
-from real_is_sim.render import cpu_backend
 
 BACKENDS = ("auto", "cpu", "gsplat")
 
@@ -41,7 +40,7 @@ def _check(name: str, t, shape: tuple) -> None:
 
 def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
                   backgrounds=None, backend: str = "auto", near_plane: float = 0.01, far_plane: float = 1e10,
-                  eps2d: float = 0.3, tile_size: int = cpu_backend.TILE_SIZE, threads: int = 1):
+                  eps2d: float = 0.3, tile_size: int | None = None, threads: int = 1):
     """Render N Gaussians into C pinhole cameras.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), scales [N,3] (linear), opacities [N] (linear),
@@ -50,7 +49,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     Returns ``(colors [C,H,W,3], alphas [C,H,W,1], meta)``; differentiable in every Gaussian input
     (and the background). ``meta`` has means2d, conics, depths, radii [C,N,...] and the backend used.
     A camera that sees nothing (all behind it, off-screen) renders the background with alpha 0.
-    cpu backend only: ``tile_size`` (pixels) and ``threads`` (tiles composited in parallel threads).
+    cpu backend only: ``tile_size`` (pixels; None: the backend's default) and ``threads`` (tiles composited
+    in parallel threads).
     """
     if backend not in BACKENDS:
         raise RenderError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -90,6 +90,10 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
 
 def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                    backgrounds, near_plane, far_plane, eps2d, tile_size, threads):
+    # imported here so that the gsplat path runs where Warp is not installed (a bare GPU machine)
+    from real_is_sim.render import cpu_backend
+
+    tile_size = cpu_backend.TILE_SIZE if tile_size is None else tile_size
     # the Warp kernels run on the CPU: move (differentiably) whatever lives elsewhere
     means, quats, scales, opacities, colors, viewmats, Ks = (t.cpu() for t in (means, quats, scales, opacities, colors,
                                                                                  viewmats, Ks))
