@@ -19,9 +19,11 @@ from real_is_sim.standin.session import SyncSession, SyncSessionCfg
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
 
 
-def measure(task, cameras: int, iterations: int, ticks: int, render_threads: int, width=480, height=270) -> dict:
+def measure(task, cameras: int, iterations: int, ticks: int, render_threads: int, render_downscale: int = 1, width=480,
+            height=270) -> dict:
     base = SyncSessionCfg()
-    sensor = dataclasses.replace(base.sensor, iterations=iterations, render_threads=render_threads)
+    sensor = dataclasses.replace(base.sensor, iterations=iterations, render_threads=render_threads,
+                                 render_downscale=render_downscale)
     cfg = dataclasses.replace(base, num_cameras=cameras, width=width, height=height, initial_offset=[0.01, 0.0, 0.05],
                               sensor=sensor)
     session = SyncSession(task, cfg)
@@ -37,7 +39,8 @@ def measure(task, cameras: int, iterations: int, ticks: int, render_threads: int
         session.standin.advance()
     median = float(np.median(loop_s))
     return {
-        "cameras": cameras, "iterations": iterations, "render_threads": render_threads, "width": width, "height": height,
+        "cameras": cameras, "iterations": iterations, "render_threads": render_threads,
+        "render_downscale": render_downscale, "width": width, "height": height,
         "hz": round(1.0 / median, 1), "tick_ms_median": round(median * 1e3, 2),
         "tick_ms_p95": round(float(np.percentile(loop_s, 95)) * 1e3, 2),
         "stage_ms_median": {k: round(float(np.median(v)) * 1e3, 2) for k, v in stages.items()},
@@ -49,15 +52,17 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=60)
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--render-threads", type=int, default=1, help="the sensor's rasterizer threads")
+    parser.add_argument("--render-downscale", type=int, default=1, help="the sensor renders at 1/N resolution")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small tensors: thread start-up costs more than it saves on 2 cores
     task = load_pusht_cfg()
-    result = measure(task, 3, 3, args.ticks, args.render_threads)
+    result = measure(task, 3, 3, args.ticks, args.render_threads, args.render_downscale)
     print("main setting", result, flush=True)
     if not args.no_sweep:
         sweep = []
         for cameras, iterations in ((1, 1), (2, 1), (3, 1), (1, 3), (2, 2)):
-            sweep.append(measure(task, cameras, iterations, max(20, args.ticks // 2), args.render_threads))
+            sweep.append(measure(task, cameras, iterations, max(20, args.ticks // 2), args.render_threads,
+                                 args.render_downscale))
             print("sweep", sweep[-1], flush=True)
         holding = [s for s in sweep + [result] if s["hz"] >= 60.0]
         result["sweep"] = sweep

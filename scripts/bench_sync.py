@@ -109,7 +109,7 @@ def main() -> None:
     if not args.quick:
         ablation = []
         # The main setting (3 iterations, kp 10) is run 0 above; each row changes one knob of it.
-        for overrides in ({"iterations": 1}, {"iterations": 5}, {"kp": 4.0}, {"kp": 20.0}):
+        for overrides in ({"iterations": 1}, {"iterations": 5}, {"kp": 4.0}, {"kp": 20.0}, {"render_downscale": 2}):
             ablation.append({**overrides, **summary([run(task, 0, laterals[0], True, overrides)])})
             print("ablation", ablation[-1], flush=True)
         result["ablation"] = ablation

@@ -154,3 +154,38 @@ def test_springs_pull_from_where_the_twin_is_now(scene):
     still = sensor.update(_pose()[None], frames).wrench[0, 0]
     moved_on = sensor.update(_pose()[None], frames, current_poses=_pose(0.002, 0.0)[None]).wrench[0, 0]
     assert 0 < moved_on < still  # the twin already covered part of the way since the exposure
+
+
+@pytest.mark.parametrize("crop_margin_px", [12, None])
+def test_downscaled_rendering_pulls_the_same_way_about_as_hard(scene, crop_margin_px):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.01, -0.005))
+    full = VisualForceSensor(VisualForceSensorCfg(crop_margin_px=crop_margin_px), cloud, cams, com).update(_pose()[None], frames)
+    half = VisualForceSensor(VisualForceSensorCfg(crop_margin_px=crop_margin_px, render_downscale=2), cloud, cams,
+                             com).update(_pose()[None], frames)
+    f_full, f_half = full.wrench[0, :2], half.wrench[0, :2]
+    # the same per-pixel loss on area-averaged frames; the force turns < 10 deg and keeps its size within 15%
+    assert half.loss_before == pytest.approx(full.loss_before, rel=0.15)
+    assert f_half @ f_full > np.cos(np.radians(10)) * np.linalg.norm(f_half) * np.linalg.norm(f_full), (f_half, f_full)
+    assert np.linalg.norm(f_half) == pytest.approx(np.linalg.norm(f_full), rel=0.15)
+    assert half.residual[0] == pytest.approx(full.residual[0], rel=0.5, abs=0.01)
+
+
+def test_downscale_must_be_a_positive_integer():
+    from real_is_sim.config import load_config
+    from real_is_sim.errors import ConfigError
+
+    for bad in (0, 1.5):
+        with pytest.raises(ConfigError, match="render_downscale"):
+            load_config(VisualForceSensorCfg, {"render_downscale": bad})
+
+
+def test_downscaled_rendering_of_the_right_pose_barely_pulls(scene):
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(), as_float=True)
+    half = VisualForceSensor(VisualForceSensorCfg(render_downscale=2), cloud, cams, com).update(_pose()[None], frames)
+    off = VisualForceSensor(VisualForceSensorCfg(render_downscale=2), cloud, cams, com).update(
+        _pose()[None], _observe(cloud, cams, _pose(0.01, -0.005), as_float=True))
+    # the coarse render of the right pose matches the area-averaged frames (same low-pass in camera pixels)
+    assert half.loss_before < 0.1 * off.loss_before, (half.loss_before, off.loss_before)
+    assert np.linalg.norm(half.wrench[0, :3]) < 0.1 * np.linalg.norm(off.wrench[0, :3])

@@ -48,7 +48,8 @@ def load_config(cls: type[T], source: str | Path | dict | None = None, overrides
         raise
     except OmegaConfBaseException as exc:
         where = f" in {source}" if isinstance(source, (str, Path)) else ""
-        raise ConfigError(f"invalid {cls.__name__} config{where}: {_first_line(exc)}") from None
+        key = f"{exc.full_key}: " if getattr(exc, "full_key", None) else ""
+        raise ConfigError(f"invalid {cls.__name__} config{where}: {key}{_first_line(exc)}") from None
     except (ValueError, TypeError) as exc:  # raised by __post_init__ validation
         raise ConfigError(f"invalid {cls.__name__} config: {exc}") from None
 

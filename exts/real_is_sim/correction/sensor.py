@@ -27,6 +27,7 @@ from real_is_sim.correction.wrench import displacement_wrench
 from real_is_sim.errors import ConfigError
 from real_is_sim.gaussians.cloud import STATIC_WORLD, GaussianCloud, pose_cloud, quat_to_rotmat_wxyz
 from real_is_sim.render.clouds import render_clouds
+from real_is_sim.render.semantics import EPS2D
 
 LOSSES = ("l1", "l2")
 
@@ -64,6 +65,11 @@ class VisualForceSensorCfg:
     # Render only a window around the objects (their projected 3-sigma extent plus this margin, pixels): the
     # rest of the image holds no Gaussian of theirs, so it carries no gradient. None renders whole images.
     crop_margin_px: Optional[int] = 12
+    # Render and compare at 1/render_downscale of the camera resolution (frames and backgrounds area-averaged,
+    # intrinsics scaled): about render_downscale^2 fewer (pixel, Gaussian) pairs, for a CPU that cannot afford
+    # full-resolution windows at 60 Hz. The loss stays a per-pixel mean, so kp and adam_eps keep their meaning, and
+    # the 2D low-pass stays 0.3 px^2 of the camera's pixels.
+    render_downscale: int = 1
 
     def __post_init__(self):
         if self.iterations < 0:
@@ -79,6 +85,8 @@ class VisualForceSensorCfg:
             raise ValueError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
         if self.render_threads < 1:
             raise ValueError(f"render_threads must be >= 1, got {self.render_threads}")
+        if not isinstance(self.render_downscale, int) or self.render_downscale < 1:
+            raise ValueError(f"render_downscale must be an integer >= 1, got {self.render_downscale!r}")
 
 
 @dataclass
@@ -108,20 +116,31 @@ def _project(viewmats: torch.Tensor, Ks: torch.Tensor, points: torch.Tensor):
 
 @dataclass
 class _Views:
-    """The cameras of one tick as rendered: possibly cropped windows of the full images."""
+    """The cameras of one tick as rendered: possibly cropped windows of the full images, possibly downscaled."""
 
     viewmats: torch.Tensor
-    Ks: torch.Tensor  # principal points shifted into the windows
+    Ks: torch.Tensor  # principal points shifted into the windows, scaled by 1 / downscale
     backgrounds: torch.Tensor | None
     offsets: list[tuple[int, int]]  # (x0, y0) of each window in its full image
-    size: tuple[int, int]  # window (width, height)
+    size: tuple[int, int]  # window (width, height) in full-resolution pixels, multiples of downscale
     full: tuple[int, int]
+    downscale: int = 1
 
-    def crop(self, images: torch.Tensor) -> torch.Tensor:
-        if self.size == self.full:
-            return images
+    @property
+    def render_size(self) -> tuple[int, int]:
+        return self.size[0] // self.downscale, self.size[1] // self.downscale
+
+    def crop(self, images) -> torch.Tensor:
+        """Full-resolution images (HxWx3 numpy arrays, uint8 or float in [0, 1]) -> the windows as rendered,
+        float32 (C, h, w, 3). Only the windows are converted: the rest of a frame is never touched."""
         w, h = self.size
-        return torch.stack([im[y0:y0 + h, x0:x0 + w] for im, (x0, y0) in zip(images, self.offsets)])
+        windows = np.stack([im[y0:y0 + h, x0:x0 + w] for im, (x0, y0) in zip(images, self.offsets)])
+        windows = windows.astype(np.float32) / np.float32(255.0) if windows.dtype == np.uint8 else windows.astype(np.float32)
+        windows = torch.from_numpy(windows)
+        if self.downscale == 1:
+            return windows
+        pooled = torch.nn.functional.avg_pool2d(windows.permute(0, 3, 1, 2), self.downscale)
+        return pooled.permute(0, 2, 3, 1).contiguous()
 
 
 @dataclass
@@ -157,17 +176,18 @@ class VisualForceSensor:
         self.num_bodies = self.body_com.shape[0]
         self._viewmats = torch.as_tensor(np.stack([c.viewmat for c in cameras]), dtype=torch.float32)
         self._Ks = torch.as_tensor(np.stack([c.K for c in cameras]), dtype=torch.float32)
-        self._backgrounds = torch.stack([self._background_image(c) for c in cameras])
+        self._backgrounds = np.stack([self._background_image(c) for c in cameras])  # (C, H, W, 3) float32
+        self._max_scales = self.cloud.scales.detach().max(dim=1).values.numpy()  # window reach of each Gaussian
         self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
 
-    def _background_image(self, camera: SensorCamera) -> torch.Tensor:
-        bg = torch.as_tensor(np.asarray(camera.background), dtype=torch.float32)
+    def _background_image(self, camera: SensorCamera) -> np.ndarray:
+        bg = np.asarray(camera.background, dtype=np.float32)
         if bg.shape == (3,):
-            bg = bg.expand(self.height, self.width, 3)
+            bg = np.broadcast_to(bg, (self.height, self.width, 3))
         if bg.shape != (self.height, self.width, 3):
             raise ConfigError(f"camera {camera.name}: background must be (3,) or ({self.height}, {self.width}, 3), got {tuple(bg.shape)}")
-        return bg.contiguous()
+        return bg
 
     # ------------------------------------------------------------------ the tick
     def update(self, body_poses: np.ndarray, frames: list[np.ndarray | None], occluders: GaussianCloud | None = None,
@@ -225,6 +245,8 @@ class VisualForceSensor:
 
     # ------------------------------------------------------------------ pieces
     def _accept_frames(self, frames):
+        """The usable frames as they came (numpy, converted to float only in the windows later), their cameras'
+        names, and why the others were rejected."""
         if len(frames) != len(self.cameras):
             raise ValueError(f"expected {len(self.cameras)} frames (one per camera, None if missing), got {len(frames)}")
         targets, used, rejected = [], [], {}
@@ -236,13 +258,12 @@ class VisualForceSensor:
             if image.shape != (self.height, self.width, 3):
                 rejected[camera.name] = f"shape {image.shape} != ({self.height}, {self.width}, 3)"
                 continue
-            image = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
-            if not np.isfinite(image).all():
+            if image.dtype != np.uint8 and not np.isfinite(image).all():  # uint8 is always finite
                 rejected[camera.name] = "non-finite pixels"
                 continue
-            targets.append(torch.from_numpy(image))
+            targets.append(image)
             used.append(camera.name)
-        return (torch.stack(targets) if targets else None), used, rejected
+        return targets, used, rejected
 
     def _checked_poses(self, poses, what: str) -> torch.Tensor:
         poses = torch.as_tensor(np.asarray(poses), dtype=torch.float32)
@@ -256,31 +277,31 @@ class VisualForceSensor:
 
     def _views(self, indices: list[int], means: torch.Tensor) -> "_Views":
         """The accepted cameras, each cropped to one window size around the objects' projection."""
-        viewmats, Ks, backgrounds = self._viewmats[indices], self._Ks[indices].clone(), self._backgrounds[indices]
-        full = (self.width, self.height)
-        if self.cfg.crop_margin_px is None:
-            return _Views(viewmats, Ks, backgrounds, [(0, 0)] * len(indices), full, full)
-        u, v, depth = _project(viewmats, Ks, means)
-        reach = 3.0 * self.cloud.scales.max(dim=1).values[None] * Ks[:, None, 0, 0] / depth.clamp_min(1e-3) + self.cfg.crop_margin_px
+        viewmats, Ks = self._viewmats[indices], self._Ks[indices].clone()
+        k = self.cfg.render_downscale
+        whole = (self.width - self.width % k, self.height - self.height % k)
+        width, height = whole
+        offsets = [(0, 0)] * len(indices)
+        u, v, depth = (t.numpy() for t in _project(viewmats, Ks, means))  # (C, N) each
         in_front = depth > 0.01
-        if not in_front.any():
-            return _Views(viewmats, Ks, backgrounds, [(0, 0)] * len(indices), full, full)
-        big = torch.tensor(1e9)
-        lo_u = torch.where(in_front, u - reach, big).min(dim=1).values.clamp(0, self.width)
-        hi_u = torch.where(in_front, u + reach, -big).max(dim=1).values.clamp(0, self.width)
-        lo_v = torch.where(in_front, v - reach, big).min(dim=1).values.clamp(0, self.height)
-        hi_v = torch.where(in_front, v + reach, -big).max(dim=1).values.clamp(0, self.height)
-        width = int(min(self.width, max(8, int(torch.ceil((hi_u - lo_u).max())))))
-        height = int(min(self.height, max(8, int(torch.ceil((hi_v - lo_v).max())))))
-        offsets = []
-        for c in range(len(indices)):
-            x0 = int(min(max(0, int(lo_u[c])), self.width - width))
-            y0 = int(min(max(0, int(lo_v[c])), self.height - height))
-            offsets.append((x0, y0))
-            Ks[c, 0, 2] -= x0
-            Ks[c, 1, 2] -= y0
-        view = _Views(viewmats, Ks, None, offsets, (width, height), full)
-        view.backgrounds = view.crop(backgrounds)
+        if self.cfg.crop_margin_px is not None and in_front.any():
+            fx = Ks[:, 0, 0].numpy()[:, None]
+            reach = 3.0 * self._max_scales[None] * fx / np.maximum(depth, 1e-3) + self.cfg.crop_margin_px
+            lo_u = np.clip(np.where(in_front, u - reach, np.inf).min(axis=1), 0, self.width)
+            hi_u = np.clip(np.where(in_front, u + reach, -np.inf).max(axis=1), 0, self.width)
+            lo_v = np.clip(np.where(in_front, v - reach, np.inf).min(axis=1), 0, self.height)
+            hi_v = np.clip(np.where(in_front, v + reach, -np.inf).max(axis=1), 0, self.height)
+            round_up = lambda n: -(-n // k) * k  # noqa: E731  (a whole number of rendered pixels)
+            width = min(whole[0], round_up(max(8, int(np.ceil((hi_u - lo_u).max())))))
+            height = min(whole[1], round_up(max(8, int(np.ceil((hi_v - lo_v).max())))))
+            offsets = [(min(max(0, int(x)), self.width - width), min(max(0, int(y)), self.height - height))
+                       for x, y in zip(lo_u, lo_v)]
+        shift = torch.tensor(offsets, dtype=torch.float32)
+        Ks[:, 0, 2] -= shift[:, 0]
+        Ks[:, 1, 2] -= shift[:, 1]
+        Ks[:, :2] /= k  # pixel centres at +0.5 in both grids: u' = u / k
+        view = _Views(viewmats, Ks, None, offsets, (width, height), (self.width, self.height), k)
+        view.backgrounds = view.crop([self._backgrounds[i] for i in indices])
         return view
 
     def _render(self, means, quats, occluders, view: "_Views") -> torch.Tensor:
@@ -289,11 +310,13 @@ class VisualForceSensor:
         c = self.cloud
         objects = GaussianCloud(means, quats, c.scales, c.opacities, c.colors, torch.full_like(c.body_ids, STATIC_WORLD))
         clouds = [objects] if occluders is None else [objects, occluders]
-        width, height = view.size
+        width, height = view.render_size
+        # The low-pass stays EPS2D in the camera's own pixels: with 0.3 px^2 of the coarse grid, small Gaussians
+        # would render wider than the area-averaged frames show them (measured: zero-error loss 25x higher).
         image, _, _ = render_clouds(
             clouds, [None] * len(clouds), view.viewmats, view.Ks, width, height,
             requires_grad=[True] + [False] * (len(clouds) - 1), backgrounds=view.backgrounds, backend=self.cfg.backend,
-            threads=self.cfg.render_threads,
+            threads=self.cfg.render_threads, eps2d=EPS2D / view.downscale**2,
         )
         return image
 
@@ -304,14 +327,15 @@ class VisualForceSensor:
         error = difference.square() if self.cfg.loss == "l2" else difference
         if self.cfg.outlier_threshold is not None:
             error = torch.where(difference < self.cfg.outlier_threshold, error, error.detach())
-        return error.sum() / (image.shape[0] * self.width * self.height)
+        k = self.cfg.render_downscale
+        return error.sum() / (image.shape[0] * (self.width // k) * (self.height // k))
 
     def _residual(self, image, targets, means0, view: "_Views") -> np.ndarray:
         """Mean colour error under each body's Gaussian centres (as the twin has them) in the accepted views;
         nan where none is in view. Where the robot hides a Gaussian, the twin renders the robot there too."""
         error = (image - targets).abs().mean(dim=-1)  # (C, h, w)
         u, v, depth = _project(view.viewmats, view.Ks, means0)
-        width, height = view.size
+        width, height = view.render_size
         col, row = u.floor().long(), v.floor().long()
         seen = (depth > 0.01) & (col >= 0) & (col < width) & (row >= 0) & (row < height)
         camera = torch.arange(len(view.offsets))[:, None].expand_as(col)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from real_is_sim.errors import RealIsSimError
+from real_is_sim.render.semantics import EPS2D
 
 BACKENDS = ("auto", "cpu", "gsplat")
 
@@ -40,7 +41,7 @@ def _check(name: str, t, shape: tuple) -> None:
 
 def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
                   backgrounds=None, backend: str = "auto", near_plane: float = 0.01, far_plane: float = 1e10,
-                  eps2d: float = 0.3, tile_size: int | None = None, threads: int = 1):
+                  eps2d: float = EPS2D, tile_size: int | None = None, threads: int = 1):
     """Render N Gaussians into C pinhole cameras.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), scales [N,3] (linear), opacities [N] (linear),

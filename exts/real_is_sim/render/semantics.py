@@ -15,6 +15,7 @@ Read from gsplat's ``gsplat/cuda/_torch_impl.py``, ``ProjectionEWA3DGSFused.cu``
   would bring the transmittance to <= 1e-4; colour = sum(c alpha T) + T background.
 """
 
+EPS2D = 0.3  # px^2 added to every projected 2D covariance (the low-pass)
 ALPHA_THRESHOLD = 1.0 / 255.0
 MAX_ALPHA = 0.99
 TRANSMITTANCE_THRESHOLD = 1e-4
