@@ -9,7 +9,8 @@ Prints one JSON object on its last stdout line:
   (``_5k``: the block's Gaussians repeated ten times, jittered by 1 cm);
 - window_fwd_bwd_ms, window_correction_ms: the correction sensor's shape of work, the same 3 cameras
   rendered as 140x120 windows centred on the block (principal points shifted, background images),
-  one forward + backward / 3 iterations with Adam (``_threads``: in 2 threads; the sensor defaults to 1).
+  one forward + backward / 3 iterations with Adam (``_threads``: in 2 threads; the sensor defaults to 1);
+  ``_downscale2``: as the sensor with ``render_downscale=2`` (70x60 windows, frames area-averaged).
 torch runs with one intra-op thread (on a loaded 2-core machine more threads make small ops far slower).
 
     python scripts/bench_render.py [--repeats 20]
@@ -28,6 +29,7 @@ from real_is_sim.gaussians import load_object_cloud, pose_cloud
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
 from real_is_sim.render.real_check import load_demo_views, orbited_viewmat, window_intrinsics
+from real_is_sim.render.semantics import EPS2D
 
 
 def best_ms(fn, repeats: int) -> float:
@@ -97,17 +99,25 @@ def main() -> None:
     targets_win = torch.rand(3, H_WIN, W_WIN, 3, generator=torch.Generator().manual_seed(0))
     backgrounds_win = torch.full((3, H_WIN, W_WIN, 3), 0.4)
 
-    def window(params, iterations: int, threads: int = 1) -> float:
+    def pooled(images: torch.Tensor, k: int) -> torch.Tensor:
+        return torch.nn.functional.avg_pool2d(images.permute(0, 3, 1, 2), k).permute(0, 2, 3, 1).contiguous()
+
+    def window(params, iterations: int, threads: int = 1, downscale: int = 1) -> float:
         means, quats, scales, opacities, colors = params
+        # as the sensor with render_downscale: intrinsics / k, frames area-averaged, low-pass kept in camera pixels
+        Ks = Ks_win.clone()
+        Ks[:, :2] /= downscale
+        targets, backgrounds = pooled(targets_win, downscale), pooled(backgrounds_win, downscale)
 
         def run():
             m, q = means.clone().requires_grad_(True), quats.clone().requires_grad_(True)
             optimizer = torch.optim.Adam([m, q], lr=1e-3)
             for _ in range(iterations):
                 optimizer.zero_grad()
-                rgb, _, _ = rasterization(m, q, scales, opacities, colors, viewmats3, Ks_win, W_WIN, H_WIN,
-                                          backgrounds=backgrounds_win, backend="cpu", threads=threads)
-                (rgb - targets_win).square().mean().backward()
+                rgb, _, _ = rasterization(m, q, scales, opacities, colors, viewmats3, Ks, W_WIN // downscale,
+                                          H_WIN // downscale, backgrounds=backgrounds, backend="cpu", threads=threads,
+                                          eps2d=EPS2D / downscale**2)
+                (rgb - targets).square().mean().backward()
                 if iterations > 1:
                     optimizer.step()
 
@@ -127,6 +137,8 @@ def main() -> None:
         "window_fwd_bwd_ms": round(window(block, 1), 2),
         "window_correction_ms": round(window(block, 3), 2),
         "window_correction_ms_threads": round(window(block, 3, 2), 2),
+        "window_correction_ms_downscale2": round(window(block, 3, 1, 2), 2),
+        "window_correction_ms_downscale2_threads": round(window(block, 3, 2, 2), 2),
         "torch_threads": torch.get_num_threads(),
     }
     print(json.dumps(result))

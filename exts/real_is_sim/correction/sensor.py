@@ -73,20 +73,20 @@ class VisualForceSensorCfg:
 
     def __post_init__(self):
         if self.iterations < 0:
-            raise ValueError(f"iterations must be >= 0, got {self.iterations}")
+            raise ConfigError(f"iterations must be >= 0, got {self.iterations}")
         for name in ("lr_means", "lr_quats", "kp", "max_force", "max_torque", "residual_scale", "lost_residual", "adam_eps"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
+            raise ConfigError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
         if self.plane_normal is not None and (len(self.plane_normal) != 3 or not np.linalg.norm(self.plane_normal) > 0):
-            raise ValueError(f"plane_normal must be a non-zero 3-vector, got {self.plane_normal}")
+            raise ConfigError(f"plane_normal must be a non-zero 3-vector, got {self.plane_normal}")
         if self.lost_after_ticks < 1:
-            raise ValueError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
+            raise ConfigError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
         if self.render_threads < 1:
-            raise ValueError(f"render_threads must be >= 1, got {self.render_threads}")
+            raise ConfigError(f"render_threads must be >= 1, got {self.render_threads}")
         if not isinstance(self.render_downscale, int) or self.render_downscale < 1:
-            raise ValueError(f"render_downscale must be an integer >= 1, got {self.render_downscale!r}")
+            raise ConfigError(f"render_downscale must be an integer >= 1, got {self.render_downscale!r}")
 
 
 @dataclass
