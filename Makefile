@@ -30,6 +30,7 @@ test: setup
 bench: setup
 	$(BIN)/python scripts/bench_twin.py
 	$(BIN)/python scripts/bench_render.py
+	$(BIN)/python scripts/bench_sensor.py
 	$(BIN)/python scripts/bench_cameras.py
 	$(BIN)/python scripts/bench_follower.py
 	$(BIN)/python scripts/bench_loop.py

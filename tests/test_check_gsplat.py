@@ -1,6 +1,7 @@
 """scripts/check_gsplat.py's comparison rule and its three-step form (the gsplat half itself needs CUDA)."""
 
 import copy
+import json
 import importlib.util
 from pathlib import Path
 
@@ -58,3 +59,20 @@ def test_without_cuda_the_gsplat_half_says_why(check, monkeypatch, capsys, tmp_p
     monkeypatch.setattr("sys.argv", ["check_gsplat.py", "--gsplat-only", str(tmp_path / "scenes.pt")])
     assert check.main() == 2
     assert "needs CUDA and gsplat" in capsys.readouterr().out
+
+
+def test_three_step_form_round_trips_through_files(check, tmp_path, monkeypatch, capsys):
+    """--compare reads what --export-scenes and --gsplat-only write. Our own results stand in for gsplat's
+    here (there is no GPU): this checks the files and the CLI, not the agreement."""
+    scenes = {"random_1": check.random_scene(1)}
+    torch.save(scenes, tmp_path / "scenes.pt")
+    results = tmp_path / "gsplat_out"
+    results.mkdir()
+    for name, result in check.run_backend("cpu", scenes, repeats=1).items():
+        torch.save(result, results / f"{name}.pt")
+    (results / "header.json").write_text('{"gsplat_version": "stand-in"}')
+    monkeypatch.setattr("sys.argv", ["check_gsplat.py", "--compare", str(tmp_path / "scenes.pt"), str(results),
+                                     "--repeats", "1"])
+    assert check.main() == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["ok"] and report["gsplat_version"] == "stand-in" and report["random_1"]["image_max_abs_err"] == 0

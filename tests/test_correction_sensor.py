@@ -51,7 +51,7 @@ def _observe(cloud, cams, pose, occluder=None, as_float=False):
     viewmats = torch.tensor(np.stack([c.viewmat for c in cams]), dtype=torch.float32)
     Ks = torch.tensor(np.stack([c.K for c in cams]), dtype=torch.float32)
     bg = torch.tensor(np.stack([c.background for c in cams]))
-    image, _, _ = rasterization(m, q, s, o, c, viewmats, Ks, W, H, backgrounds=bg)
+    image = rasterization(m, q, s, o, c, viewmats, Ks, W, H, backgrounds=bg)[0].cpu()
     if as_float:
         return [im.numpy() for im in image]
     return [(im.clamp(0, 1).numpy() * 255).round().astype(np.uint8) for im in image]
@@ -189,3 +189,28 @@ def test_downscaled_rendering_of_the_right_pose_barely_pulls(scene):
     # the coarse render of the right pose matches the area-averaged frames (same low-pass in camera pixels)
     assert half.loss_before < 0.1 * off.loss_before, (half.loss_before, off.loss_before)
     assert np.linalg.norm(half.wrench[0, :3]) < 0.1 * np.linalg.norm(off.wrench[0, :3])
+
+
+def test_gsplat_backend_needs_cuda_and_says_so(scene):
+    from real_is_sim.errors import ConfigError
+    from real_is_sim.render import gsplat_available
+
+    if gsplat_available():
+        pytest.skip("CUDA and gsplat are here")
+    cloud, com, cams = scene
+    with pytest.raises(ConfigError, match="needs CUDA and the gsplat package"):
+        VisualForceSensor(VisualForceSensorCfg(backend="gsplat"), cloud, cams, com)
+
+
+def test_sensor_on_gsplat_pulls_as_on_cpu(scene):
+    from real_is_sim.render import gsplat_available
+
+    if not gsplat_available():
+        pytest.skip("needs a CUDA GPU and the gsplat package (scripts/bench_sensor.py times it there)")
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.01, -0.005))
+    for downscale in (1, 2):
+        readings = [VisualForceSensor(VisualForceSensorCfg(backend=b, render_downscale=downscale), cloud, cams, com)
+                    .update(_pose()[None], frames) for b in ("cpu", "gsplat")]
+        assert np.allclose(readings[0].wrench, readings[1].wrench, rtol=1e-2, atol=1e-3)
+        assert readings[1].residual[0] == pytest.approx(readings[0].residual[0], rel=1e-3)

@@ -27,6 +27,7 @@ from real_is_sim.correction.wrench import displacement_wrench
 from real_is_sim.errors import ConfigError
 from real_is_sim.gaussians.cloud import STATIC_WORLD, GaussianCloud, pose_cloud, quat_to_rotmat_wxyz
 from real_is_sim.render.clouds import render_clouds
+from real_is_sim.render.rasterize import gsplat_available
 from real_is_sim.render.semantics import EPS2D
 
 LOSSES = ("l1", "l2")
@@ -125,6 +126,7 @@ class _Views:
     size: tuple[int, int]  # window (width, height) in full-resolution pixels, multiples of downscale
     full: tuple[int, int]
     downscale: int = 1
+    device: torch.device = torch.device("cpu")  # where the renderer's images live
 
     @property
     def render_size(self) -> tuple[int, int]:
@@ -132,11 +134,12 @@ class _Views:
 
     def crop(self, images) -> torch.Tensor:
         """Full-resolution images (HxWx3 numpy arrays, uint8 or float in [0, 1]) -> the windows as rendered,
-        float32 (C, h, w, 3). Only the windows are converted: the rest of a frame is never touched."""
+        float32 (C, h, w, 3) on the render device. Only the windows are converted and moved: the rest of a frame
+        is never touched."""
         w, h = self.size
         windows = np.stack([im[y0:y0 + h, x0:x0 + w] for im, (x0, y0) in zip(images, self.offsets)])
         windows = windows.astype(np.float32) / np.float32(255.0) if windows.dtype == np.uint8 else windows.astype(np.float32)
-        windows = torch.from_numpy(windows)
+        windows = torch.from_numpy(windows).to(self.device)
         if self.downscale == 1:
             return windows
         pooled = torch.nn.functional.avg_pool2d(windows.permute(0, 3, 1, 2), self.downscale)
@@ -180,6 +183,11 @@ class VisualForceSensor:
         self._max_scales = self.cloud.scales.detach().max(dim=1).values.numpy()  # window reach of each Gaussian
         self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
+        # gsplat renders on CUDA: the frames' windows and backgrounds go there once per tick, not per iteration
+        if cfg.backend == "gsplat" and not gsplat_available():
+            raise ConfigError("VisualForceSensor backend 'gsplat' needs CUDA and the gsplat package; use 'cpu' or 'auto'")
+        on_gpu = cfg.backend == "gsplat" or (cfg.backend == "auto" and gsplat_available())
+        self._device = torch.device("cuda" if on_gpu else "cpu")
 
     def _background_image(self, camera: SensorCamera) -> np.ndarray:
         bg = np.asarray(camera.background, dtype=np.float32)
@@ -300,7 +308,7 @@ class VisualForceSensor:
         Ks[:, 0, 2] -= shift[:, 0]
         Ks[:, 1, 2] -= shift[:, 1]
         Ks[:, :2] /= k  # pixel centres at +0.5 in both grids: u' = u / k
-        view = _Views(viewmats, Ks, None, offsets, (width, height), (self.width, self.height), k)
+        view = _Views(viewmats, Ks, None, offsets, (width, height), (self.width, self.height), k, self._device)
         view.backgrounds = view.crop([self._backgrounds[i] for i in indices])
         return view
 
@@ -333,7 +341,7 @@ class VisualForceSensor:
     def _residual(self, image, targets, means0, view: "_Views") -> np.ndarray:
         """Mean colour error under each body's Gaussian centres (as the twin has them) in the accepted views;
         nan where none is in view. Where the robot hides a Gaussian, the twin renders the robot there too."""
-        error = (image - targets).abs().mean(dim=-1)  # (C, h, w)
+        error = (image - targets).abs().mean(dim=-1).cpu()  # (C, h, w)
         u, v, depth = _project(view.viewmats, view.Ks, means0)
         width, height = view.render_size
         col, row = u.floor().long(), v.floor().long()

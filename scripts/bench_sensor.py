@@ -1,0 +1,115 @@
+"""Speed of one visual-force sensor tick (``VisualForceSensor.update``) on each renderer backend here.
+
+    python scripts/bench_sensor.py [--ticks 30] [--backend cpu gsplat]
+
+The scanned T-block (``objects/tblock.json``; a T of spheres when the shared data is absent) at its scan pose,
+three 480x270 cameras on an arc around it over a checkered table, frames rendered with the block 1 cm and 3 deg
+away; the sensor's Embodied Gaussians settings (3 Adam iterations, cropped windows), no robot occluders. Each
+backend (cpu; gsplat where CUDA and gsplat are) at render_downscale 1 and 2. Needs neither Newton nor PyAV, so it
+also runs on a bare GPU machine with torch and gsplat. Last stdout line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+
+from real_is_sim.correction.background import table_background
+from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor, VisualForceSensorCfg
+from real_is_sim.gaussians import GaussianCloud, load_object_cloud, pose_cloud
+from real_is_sim.gaussians.spheres import cloud_from_spheres
+from real_is_sim.paths import shared_data_dir
+from real_is_sim.render import gsplat_available, rasterization
+from real_is_sim.transforms import quat_from_yaw, quat_multiply
+
+WIDTH, HEIGHT = 480, 270
+K = np.array([[300.0, 0.0, WIDTH / 2], [0.0, 300.0, HEIGHT / 2], [0.0, 0.0, 1.0]])
+
+
+def the_block() -> tuple[GaussianCloud, np.ndarray, str]:
+    """The block's Gaussians (body frame), its pose (7,) and where they came from."""
+    path = shared_data_dir() / "objects" / "tblock.json"
+    if path.exists():
+        cloud, pose = load_object_cloud(path)
+        return cloud, pose, "tblock.json"
+    bar = [[x, y, 0.0] for x in np.arange(-0.09, 0.091, 0.015) for y in (0.0, 0.015, 0.03)]
+    stem = [[x, y, 0.0] for x in (-0.015, 0.0, 0.015) for y in np.arange(-0.13, -0.01, 0.015)]
+    centers = np.array(bar + stem)
+    return cloud_from_spheres(centers, np.full(len(centers), 0.01)), np.array([0.45, 0.0, 0.02, 0, 0, 0, 1.0]), "spheres"
+
+
+def viewmat_looking_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """World-to-camera (OpenCV axes: +z forward, +y down) of a camera at ``eye`` looking at ``target``."""
+    forward = (target - eye) / np.linalg.norm(target - eye)
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    X_WC = np.eye(4)
+    X_WC[:3, :3] = np.stack([right, np.cross(forward, right), forward], axis=1)
+    X_WC[:3, 3] = eye
+    return np.linalg.inv(X_WC)
+
+
+def cameras_around(centre: np.ndarray) -> list[SensorCamera]:
+    cameras = []
+    for i, azimuth in enumerate(np.radians([200.0, 270.0, 340.0])):  # an arc facing the robot, as the real cell
+        eye = centre + 0.7 * np.array([np.cos(azimuth) * np.cos(0.8), np.sin(azimuth) * np.cos(0.8), np.sin(0.8)])
+        viewmat = viewmat_looking_at(eye, centre)
+        cameras.append(SensorCamera(f"cam{i}", viewmat, K, WIDTH, HEIGHT, table_background(K, viewmat, WIDTH, HEIGHT)))
+    return cameras
+
+
+def frames_of(cloud: GaussianCloud, pose: np.ndarray, cameras: list[SensorCamera], backend: str) -> list[np.ndarray]:
+    device = "cuda" if backend == "gsplat" else "cpu"
+    means, quats = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))
+    viewmats = torch.tensor(np.stack([c.viewmat for c in cameras]), dtype=torch.float32, device=device)
+    Ks = torch.tensor(np.stack([c.K for c in cameras]), dtype=torch.float32, device=device)
+    backgrounds = torch.tensor(np.stack([c.background for c in cameras]), dtype=torch.float32, device=device)
+    with torch.no_grad():
+        rgb, _, _ = rasterization(*(t.to(device) for t in (means, quats, cloud.scales, cloud.opacities, cloud.colors)),
+                                  viewmats, Ks, WIDTH, HEIGHT, backgrounds=backgrounds, backend=backend)
+    return [(image.clamp(0, 1).cpu().numpy() * 255).round().astype(np.uint8) for image in rgb]
+
+
+def tick_ms(cloud, pose, real_pose, cameras, backend: str, downscale: int, ticks: int) -> dict:
+    cfg = VisualForceSensorCfg(backend=backend, render_downscale=downscale, plane_normal=[0.0, 0.0, 1.0])
+    com = cloud.means.detach().mean(0).numpy()[None].astype(np.float64)
+    sensor = VisualForceSensor(cfg, cloud, cameras, com)
+    frames = frames_of(cloud, real_pose, cameras, backend)
+    reading = sensor.update(pose[None], frames)  # warm-up: kernels load, first allocations
+    times = []
+    for _ in range(ticks):
+        start = time.perf_counter()
+        reading = sensor.update(pose[None], frames)  # returns numpy: the GPU work is done when it returns
+        times.append(time.perf_counter() - start)
+    force = reading.wrench[0, :3]
+    return {"backend": backend, "render_downscale": downscale, "tick_ms_median": round(1e3 * float(np.median(times)), 2),
+            "tick_ms_p95": round(1e3 * float(np.percentile(times, 95)), 2),
+            "force_n": [round(float(f), 3) for f in force], "loss_before": reading.loss_before}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ticks", type=int, default=30)
+    parser.add_argument("--backend", nargs="+", choices=["cpu", "gsplat"],
+                        help="backends to time (default: cpu, and gsplat where CUDA and gsplat are)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as the loop: small torch ops are slower in more threads on 2 cores
+    cloud, pose, source = the_block()
+    # where the frames show it: turned 3 deg about the vertical through its origin, moved 1 cm
+    real_pose = np.concatenate([pose[:3] + [0.01, 0.0, 0.0], quat_multiply(quat_from_yaw(np.radians(3.0)), pose[3:])])
+    centre = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))[0].detach().mean(0).double().numpy()
+    cameras = cameras_around(centre)
+    backends = args.backend or ["cpu"] + (["gsplat"] if gsplat_available() else [])
+    runs = [tick_ms(cloud, pose, real_pose, cameras, backend, k, args.ticks) for backend in backends for k in (1, 2)]
+    for run in runs:
+        print(run, flush=True)
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu only"
+    print(json.dumps({"block": source, "gaussians": len(cloud), "cameras": len(cameras), "device": device, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()
