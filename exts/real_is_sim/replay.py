@@ -126,7 +126,7 @@ class _Silhouettes:
             means, quats = pose_cloud(self.cloud, torch.tensor(np.asarray(pose)[None], dtype=torch.float32))
             _, alpha, _ = rasterization(means, quats, self.cloud.scales, self.cloud.opacities, self.cloud.colors,
                                         self.viewmats[views], self.Ks[views], self.width, self.height, backend=self.backend)
-        return alpha[..., 0].numpy()
+        return alpha[..., 0].cpu().numpy()  # gsplat renders on CUDA
 
 
 def overlay(image: np.ndarray, alpha: np.ndarray, color=(0, 255, 255)) -> np.ndarray:

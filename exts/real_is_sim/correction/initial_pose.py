@@ -110,7 +110,7 @@ def _silhouettes(cloud: GaussianCloud, pose: np.ndarray, viewmats: np.ndarray, K
         _, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors,
                                     torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32),
                                     width, height, backend=backend)
-    return alpha[..., 0].numpy()
+    return alpha[..., 0].cpu().numpy()  # gsplat renders on CUDA
 
 
 def _score(cloud, pose, motions, viewmats, Ks, masks, width, height, backend) -> np.ndarray:

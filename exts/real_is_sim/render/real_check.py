@@ -84,7 +84,7 @@ def render_body(cloud: GaussianCloud, pose, views: DemoViews, **kwargs):
     with torch.no_grad():
         rgb, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors, views.viewmats,
                                       views.Ks, views.width, views.height, **kwargs)
-    return rgb.numpy(), alpha[..., 0].numpy()
+    return rgb.cpu().numpy(), alpha[..., 0].cpu().numpy()  # gsplat renders on CUDA
 
 
 def mean_block_colours(rgb: np.ndarray, alpha: np.ndarray, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -92,6 +92,7 @@ class StandInWorld:
         with torch.no_grad():
             images, _, _ = render_clouds(clouds, poses, viewmats, Ks, infos[0].width, infos[0].height,
                                          backgrounds=bg, backend=self.cfg.render_backend)
+        images = images.cpu()  # gsplat renders on CUDA
         return {info.serial: images[k].clamp(0, 1).numpy() for k, info in enumerate(infos)}
 
 
