@@ -183,9 +183,9 @@ class VisualForceSensor:
         self._max_scales = self.cloud.scales.detach().max(dim=1).values.numpy()  # window reach of each Gaussian
         self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
-        # gsplat renders on CUDA: the frames' windows and backgrounds go there once per tick, not per iteration
         if cfg.backend == "gsplat" and not gsplat_available():
             raise ConfigError("VisualForceSensor backend 'gsplat' needs CUDA and the gsplat package; use 'cpu' or 'auto'")
+        # gsplat renders on CUDA: the frames' windows and backgrounds go there once per tick, not per iteration
         on_gpu = cfg.backend == "gsplat" or (cfg.backend == "auto" and gsplat_available())
         self._device = torch.device("cuda" if on_gpu else "cpu")
 
