@@ -13,7 +13,8 @@ A GPU machine without Warp or PyAV (a bare cloud box) can run the gsplat half al
 
 (``--out`` gets one file per scene, each a few MB, so a size-capped copy back still carries them.)
 
-Scenes: random Gaussians in front of a 96x72 camera (seeds 0-2) and, when the shared data is present, the
+Scenes: random Gaussians in front of a 96x72 camera (seeds 0-2), two edge cases (every Gaussian behind the
+camera, no Gaussians: background, alpha 0, zero gradients) and, when the shared data is present, the
 T-block at its scan pose in 3 cameras (the two real 480x270 views and one orbited 90 degrees about the
 block, as in scripts/bench_render.py): the full views, the correction sensor's 140x120 windows over
 background images, and 5,000 Gaussians (the block's ten times, jittered by 1 cm). For each scene and
@@ -55,6 +56,16 @@ def random_scene(seed: int, n: int = 300) -> dict:
     return scene(params, torch.eye(4)[None], K, 96, 72, torch.full((1, 3), 0.25))
 
 
+def edge_scenes() -> dict:
+    """What must render as background with alpha 0 and zero gradients on both backends."""
+    params, viewmats, Ks, width, height = (random_scene(3)[k] for k in ("params", "viewmats", "Ks", "width", "height"))
+    behind = dict(params, means=params["means"] * torch.tensor([1.0, 1.0, -1.0]))  # every Gaussian behind the camera
+    empty = {k: v[:0] for k, v in params.items()}
+    flat = torch.full((1, 3), 0.25)
+    return {"all_behind": scene(list(behind.values()), viewmats, Ks, width, height, flat),
+            "no_gaussians": scene(list(empty.values()), viewmats, Ks, width, height, flat)}
+
+
 def scene(params, viewmats, Ks, width: int, height: int, backgrounds) -> dict:
     C = viewmats.shape[0]
     weights = torch.rand(C, height, width, 3, generator=torch.Generator().manual_seed(1))
@@ -92,7 +103,7 @@ def tblock_scenes() -> dict:
 
 
 def make_scenes() -> dict:
-    return {**{f"random_{s}": random_scene(s) for s in range(3)}, **tblock_scenes()}
+    return {**{f"random_{s}": random_scene(s) for s in range(3)}, **edge_scenes(), **tblock_scenes()}
 
 
 def _render(backend: str, s: dict, params: dict):
@@ -153,7 +164,7 @@ def run_backend(backend: str, scenes: dict, repeats: int) -> dict:
 def compare(ours: dict, theirs: dict) -> dict:
     pixel_err = torch.maximum((ours["rgb"] - theirs["rgb"]).abs().amax(-1), (ours["alpha"] - theirs["alpha"]).abs()[..., 0])
     image_err, flips = float(pixel_err.max()), int((pixel_err > IMAGE_TOLERANCE).sum())
-    grad_err = {k: float((ours["grads"][k] - g).abs().max() / g.abs().max().clamp(min=1e-12))
+    grad_err = {k: float((ours["grads"][k] - g).abs().max() / g.abs().max().clamp(min=1e-12)) if g.numel() else 0.0
                 for k, g in theirs["grads"].items()}
     image_ok = image_err <= CUTOFF_FLIP_ERROR and flips <= CUTOFF_FLIP_FRACTION * pixel_err.numel()
     return {"passed": image_ok and max(grad_err.values()) < GRADIENT_TOLERANCE,

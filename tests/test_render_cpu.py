@@ -162,8 +162,14 @@ def test_bad_size_and_backend_raise():
 def test_empty_cloud_renders_background():
     empty = [torch.zeros(0, 3), torch.zeros(0, 4), torch.zeros(0, 3), torch.zeros(0), torch.zeros(0, 3)]
     K = torch.tensor([[60.0, 0, 32.0], [0, 60.0, 24.0], [0, 0, 1]])[None]
-    rgb, alpha, _ = rasterization(*empty, torch.eye(4)[None], K, W, H, backgrounds=torch.ones(1, 3), backend="cpu")
+    rgb, alpha, meta = rasterization(*empty, torch.eye(4)[None], K, W, H, backgrounds=torch.ones(1, 3), backend="cpu")
     assert rgb.shape == (1, H, W, 3) and torch.all(rgb == 1) and torch.all(alpha == 0)
+    assert meta["means2d"].shape == (1, 0, 2) and meta["radii"].shape == (1, 0, 2)
+    # an image background passes through, differentiably, and no backend kernel runs (gsplat hangs on N = 0)
+    image = torch.rand(1, H, W, 3, requires_grad=True)
+    rgb, _, _ = rasterization(*empty, torch.eye(4)[None], K, W, H, backgrounds=image, backend="auto")
+    rgb.sum().backward()
+    assert torch.equal(rgb.detach().cpu(), image.detach()) and torch.all(image.grad == 1)
 
 
 def test_threads_give_the_same_images_and_gradients():

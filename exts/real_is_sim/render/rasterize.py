@@ -80,13 +80,31 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     if backend == "gsplat" and not gsplat_available():
         raise RenderError("backend='gsplat' needs CUDA and the gsplat package (pip install 'real-is-sim[gsplat]'); "
                           "use backend='cpu' or 'auto'")
-    if backend == "gsplat" or (backend == "auto" and gsplat_available()):
+    use_gsplat = backend == "gsplat" or (backend == "auto" and gsplat_available())
+    if N == 0:  # nothing to draw; gsplat 1.5.3 never returned on an empty scene (seen on an H200)
+        return _background_only(C, width, height, backgrounds, "gsplat" if use_gsplat else "cpu")
+    if use_gsplat:
         from real_is_sim.render.gsplat_backend import rasterize_gsplat
 
         return rasterize_gsplat(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                                 backgrounds, near_plane, far_plane, eps2d)
     return _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                           backgrounds, near_plane, far_plane, eps2d, tile_size, threads)
+
+
+def _background_only(C: int, width: int, height: int, backgrounds, backend: str):
+    """What any backend renders without Gaussians: the background (black if None), alpha 0, empty meta."""
+    device = torch.device("cuda" if backend == "gsplat" else "cpu")
+    alpha = torch.zeros(C, height, width, 1, device=device)
+    if backgrounds is None:
+        rgb = torch.zeros(C, height, width, 3, device=device)
+    else:
+        bg = backgrounds.float().to(device)
+        rgb = (bg[:, None, None, :] if bg.ndim == 2 else bg).expand(C, height, width, 3).clone()
+    meta = {"backend": backend, "means2d": torch.zeros(C, 0, 2, device=device), "conics": torch.zeros(C, 0, 3, device=device),
+            "depths": torch.zeros(C, 0, device=device), "radii": torch.zeros(C, 0, 2, dtype=torch.int32, device=device),
+            "width": width, "height": height}
+    return rgb, alpha, meta
 
 
 def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
