@@ -210,6 +210,10 @@ def main() -> int:
     if args.compare:
         scenes = torch.load(args.compare[0], weights_only=True)
         results = Path(args.compare[1])
+        missing = [f"{name}.pt" for name in scenes if not (results / f"{name}.pt").is_file()]
+        if missing or not (results / "header.json").is_file():
+            print(json.dumps({"ok": False, "reason": f"{results} lacks {missing or ['header.json']}: did --gsplat-only finish?"}))
+            return 2
         gs = {name: torch.load(results / f"{name}.pt", weights_only=True) for name in scenes}
         header = json.loads((results / "header.json").read_text())
         return report(scenes, run_backend("cpu", scenes, args.repeats), gs, header)
@@ -220,9 +224,9 @@ def main() -> int:
         scenes = torch.load(args.gsplat_only, weights_only=True)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        for name, result in run_backend("gsplat", scenes, args.repeats).items():
-            torch.save(result, out / f"{name}.pt")
         (out / "header.json").write_text(json.dumps(gsplat_header()))
+        for name, s in scenes.items():  # saved one by one: a scene that takes gsplat down keeps the others
+            torch.save(run_backend("gsplat", {name: s}, args.repeats)[name], out / f"{name}.pt")
         print(json.dumps({"ok": True, "wrote": str(out), **gsplat_header()}))
         return 0
     scenes = make_scenes()

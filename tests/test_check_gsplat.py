@@ -76,3 +76,11 @@ def test_three_step_form_round_trips_through_files(check, tmp_path, monkeypatch,
     assert check.main() == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["ok"] and report["gsplat_version"] == "stand-in" and report["random_1"]["image_max_abs_err"] == 0
+
+
+def test_compare_says_which_results_are_missing(check, tmp_path, monkeypatch, capsys):
+    torch.save({"random_1": check.random_scene(1)}, tmp_path / "scenes.pt")
+    (tmp_path / "gsplat_out").mkdir()
+    monkeypatch.setattr("sys.argv", ["check_gsplat.py", "--compare", str(tmp_path / "scenes.pt"), str(tmp_path / "gsplat_out")])
+    assert check.main() == 2
+    assert "lacks ['random_1.pt']" in capsys.readouterr().out
