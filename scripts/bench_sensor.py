@@ -24,7 +24,7 @@ from real_is_sim.gaussians import GaussianCloud, load_object_cloud, pose_cloud
 from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import gsplat_available, rasterization
-from real_is_sim.transforms import quat_from_yaw, quat_multiply
+from real_is_sim.transforms import look_at_X_WC, quat_from_yaw, quat_multiply, viewmat_from_opengl
 
 WIDTH, HEIGHT = 480, 270
 K = np.array([[300.0, 0.0, WIDTH / 2], [0.0, 300.0, HEIGHT / 2], [0.0, 0.0, 1.0]])
@@ -42,22 +42,11 @@ def the_block() -> tuple[GaussianCloud, np.ndarray, str]:
     return cloud_from_spheres(centers, np.full(len(centers), 0.01)), np.array([0.45, 0.0, 0.02, 0, 0, 0, 1.0]), "spheres"
 
 
-def viewmat_looking_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """World-to-camera (OpenCV axes: +z forward, +y down) of a camera at ``eye`` looking at ``target``."""
-    forward = (target - eye) / np.linalg.norm(target - eye)
-    right = np.cross(forward, [0.0, 0.0, 1.0])
-    right /= np.linalg.norm(right)
-    X_WC = np.eye(4)
-    X_WC[:3, :3] = np.stack([right, np.cross(forward, right), forward], axis=1)
-    X_WC[:3, 3] = eye
-    return np.linalg.inv(X_WC)
-
-
 def cameras_around(centre: np.ndarray) -> list[SensorCamera]:
     cameras = []
     for i, azimuth in enumerate(np.radians([200.0, 270.0, 340.0])):  # an arc facing the robot, as the real cell
         eye = centre + 0.7 * np.array([np.cos(azimuth) * np.cos(0.8), np.sin(azimuth) * np.cos(0.8), np.sin(0.8)])
-        viewmat = viewmat_looking_at(eye, centre)
+        viewmat = viewmat_from_opengl(look_at_X_WC(eye, centre))
         cameras.append(SensorCamera(f"cam{i}", viewmat, K, WIDTH, HEIGHT, table_background(K, viewmat, WIDTH, HEIGHT)))
     return cameras
 

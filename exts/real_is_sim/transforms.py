@@ -156,3 +156,16 @@ def opengl_to_opencv(X_WC: np.ndarray) -> np.ndarray:
 def viewmat_from_opengl(X_WC: np.ndarray) -> np.ndarray:
     """World-to-camera matrix in OpenCV axes (gsplat's ``viewmats``) from an OpenGL ``X_WC``."""
     return np.linalg.inv(opengl_to_opencv(X_WC))
+
+
+def look_at_X_WC(eye: np.ndarray, target: np.ndarray, up=(0.0, 0.0, 1.0)) -> np.ndarray:
+    """Camera-to-world pose with OpenGL axes (the shared data's convention) looking from ``eye`` at ``target``."""
+    forward = np.asarray(target, dtype=np.float64) - np.asarray(eye, dtype=np.float64)
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, up)
+    right /= np.linalg.norm(right)
+    down = np.cross(forward, right)
+    X_cv = np.eye(4)
+    X_cv[:3, :3] = np.stack([right, down, forward], axis=1)  # OpenCV: +x right, +y down, +z forward
+    X_cv[:3, 3] = eye
+    return X_cv @ OPENGL_TO_OPENCV

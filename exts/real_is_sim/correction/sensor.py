@@ -124,7 +124,6 @@ class _Views:
     backgrounds: torch.Tensor | None
     offsets: list[tuple[int, int]]  # (x0, y0) of each window in its full image
     size: tuple[int, int]  # window (width, height) in full-resolution pixels, multiples of downscale
-    full: tuple[int, int]
     downscale: int = 1
     device: torch.device = torch.device("cpu")  # where the renderer's images live
 
@@ -308,7 +307,7 @@ class VisualForceSensor:
         Ks[:, 0, 2] -= shift[:, 0]
         Ks[:, 1, 2] -= shift[:, 1]
         Ks[:, :2] /= k  # pixel centres at +0.5 in both grids: u' = u / k
-        view = _Views(viewmats, Ks, None, offsets, (width, height), (self.width, self.height), k, self._device)
+        view = _Views(viewmats, Ks, None, offsets, (width, height), k, self._device)
         view.backgrounds = view.crop([self._backgrounds[i] for i in indices])
         return view
 

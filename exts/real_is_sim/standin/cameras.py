@@ -5,23 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from real_is_sim.cameras.base import CameraInfo
-from real_is_sim.transforms import OPENGL_TO_OPENCV
+from real_is_sim.transforms import look_at_X_WC
 
 # The shared recording's RealSense colour focal length at 480x270 (pixels, rounded).
 DEFAULT_FOCAL = 242.0
-
-
-def look_at_X_WC(eye: np.ndarray, target: np.ndarray, up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """Camera-to-world pose with OpenGL axes (the shared data's convention) looking from ``eye`` at ``target``."""
-    forward = np.asarray(target, dtype=np.float64) - np.asarray(eye, dtype=np.float64)
-    forward /= np.linalg.norm(forward)
-    right = np.cross(forward, up)
-    right /= np.linalg.norm(right)
-    down = np.cross(forward, right)
-    X_cv = np.eye(4)
-    X_cv[:3, :3] = np.stack([right, down, forward], axis=1)  # OpenCV: +x right, +y down, +z forward
-    X_cv[:3, 3] = eye
-    return X_cv @ OPENGL_TO_OPENCV
 
 
 def ring_cameras(target, count: int = 3, distance: float = 0.7, elevation_deg: float = 45.0,
