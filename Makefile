@@ -12,13 +12,17 @@ DEMO_OUT ?= out/demo
 setup: $(VENV)/.installed
 
 # libusb is needed by pyrealsense2 (hardware extra, imported lazily but tested for its clear no-device error).
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints/isaaclab-3.0.txt
 	@ldconfig -p | grep -q libusb-1.0.so.0 || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libusb-1.0-0)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first, pinned: the CPU wheel on disk; any other version would download gigabytes.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,hardware]'
+	# Every version follows Isaac Lab 3.0 (constraints file); torch 2.13.0 is the CPU wheel on disk, any other
+	# version would download gigabytes.
+	$(BIN)/pip install -q -c constraints/isaaclab-3.0.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints/isaaclab-3.0.txt -e '.[test,usd,isaaclab,hardware]'
+	# Isaac Lab 3.0 kit-less (no Isaac Sim): it declares Python >= 3.12 and Kit/GPU/training dependencies that
+	# kit-less use on the Newton backend does not import; its runtime set is our [isaaclab] extra.
+	$(BIN)/pip install -q --no-deps --ignore-requires-python -c constraints/isaaclab-3.0.txt isaaclab==3.0.0
 	touch $@
 
 demo: setup

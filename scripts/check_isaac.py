@@ -16,7 +16,7 @@ def main() -> int:
         return 2
     app = AppLauncher(headless=True).app
     try:
-        import real_is_sim.isaac as adapter
+        import real_is_sim.isaaclab.kit as adapter
 
         ok = hasattr(adapter, "RealIsSimExtension")
         print(json.dumps({"ok": ok, "module": adapter.__name__}))

@@ -1,4 +1,4 @@
-"""The core never imports Isaac Sim; the Kit adapter module loads only inside Kit."""
+"""The core never imports Isaac Lab or Isaac Sim; real_is_sim.isaaclab needs isaaclab, its Kit module needs Kit."""
 
 import importlib
 import subprocess
@@ -13,8 +13,11 @@ def test_core_modules_import_without_isaac():
     # A fresh interpreter: import every core module and check no omni/isaaclab module came along.
     code = (
         "import importlib, pkgutil, sys, real_is_sim\n"
-        "for m in pkgutil.walk_packages(real_is_sim.__path__, 'real_is_sim.'):\n"
-        "    if not m.name.startswith('real_is_sim.isaac'):\n"
+        "for top in pkgutil.iter_modules(real_is_sim.__path__, 'real_is_sim.'):\n"
+        "    if top.name == 'real_is_sim.isaaclab':\n"
+        "        continue\n"
+        "    module = importlib.import_module(top.name)\n"
+        "    for m in pkgutil.walk_packages(getattr(module, '__path__', []), top.name + '.'):\n"
         "        importlib.import_module(m.name)\n"
         "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('omni', 'isaaclab', 'isaacsim', 'carb'))\n"
         "print(bad)\n"
@@ -29,9 +32,9 @@ def test_isaac_adapter_loads_only_inside_kit():
         import omni.ext  # noqa: F401
     except ImportError:
         with pytest.raises(ImportError, match="needs Isaac Sim"):
-            importlib.import_module("real_is_sim.isaac")
+            importlib.import_module("real_is_sim.isaaclab.kit")
         pytest.skip("Isaac Sim (Kit) is not installed here: the adapter's own behaviour is checked by scripts/check_isaac.py on a GPU machine")
-    module = importlib.import_module("real_is_sim.isaac")
+    module = importlib.import_module("real_is_sim.isaaclab.kit")
     assert hasattr(module, "RealIsSimExtension")
 
 
@@ -43,5 +46,20 @@ def test_extension_manifest_names_the_adapter_module():
     manifest = tomllib.loads((REPO_ROOT / "extension.toml").read_text())
     assert {"version", "title"} <= set(manifest["package"])
     assert "dependencies" in manifest
-    assert [m["name"] for m in manifest["python"]["module"]] == ["real_is_sim.isaac"]
+    assert [m["name"] for m in manifest["python"]["module"]] == ["real_is_sim.isaaclab.kit"]
     assert manifest["package"]["version"] == real_is_sim.__version__
+
+
+def test_isaaclab_package_without_isaaclab_names_what_is_missing():
+    # A fresh interpreter where `import isaaclab` fails, as on an install without the [isaaclab] set-up.
+    code = (
+        "import sys\n"
+        "sys.modules['isaaclab'] = None\n"
+        "try:\n"
+        "    import real_is_sim.isaaclab\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "needs Isaac Lab 3.0" in out.stdout

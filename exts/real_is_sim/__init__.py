@@ -1,6 +1,6 @@
 """real-is-sim: a Newton simulation kept in sync with a real robot cell by Embodied Gaussians.
 
-The core never imports ``isaaclab`` or ``omni``; the Isaac adapters live in ``real_is_sim.isaac``.
+The core never imports ``isaaclab`` or ``omni``; the Isaac adapters live in ``real_is_sim.isaaclab``.
 """
 
 try:

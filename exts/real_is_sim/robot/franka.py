@@ -42,3 +42,12 @@ def panda_urdf_path() -> Path:
     if not path.is_file():
         raise DataError(f"panda URDF not found at {path}: reinstall example-robot-data")
     return path
+
+
+def panda_urdf_xml() -> str:
+    """The panda URDF with its ``package://`` mesh URIs made absolute paths under :func:`description_share_dir`.
+
+    Newton 1.6's URDF importer has no ``package_dirs`` and looks for packages three folders above the file or in
+    ROS environment variables; absolute paths need neither.
+    """
+    return panda_urdf_path().read_text().replace("package://", str(description_share_dir()) + "/")

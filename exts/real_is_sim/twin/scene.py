@@ -78,8 +78,7 @@ def add_robot(builder: newton.ModelBuilder, robot: RobotCfg, physical: PhysicalP
     first_shape = builder.shape_count
     urdf = franka.panda_urdf_path()
     builder.add_urdf(
-        str(urdf),
-        package_dirs=[str(franka.description_share_dir())],
+        franka.panda_urdf_xml(),
         xform=wp.transform(*robot.base_pose),
         floating=False,
         enable_self_collisions=False,

@@ -114,7 +114,7 @@ class Twin:
         world, self.layout = build_world(task, self.geometry, contact, gravity)
         builder = newton.ModelBuilder(gravity=gravity)
         add_table(builder, table_plane(task.table), task.physical, contact)
-        builder.replicate(world, copy_count=self.num_worlds)
+        builder.replicate(world, self.num_worlds)
         with wp.ScopedDevice(self.cfg.device):
             self.model = builder.finalize(device=self.cfg.device)
         self._index_worlds()

@@ -1,4 +1,4 @@
-"""Isaac Sim / Isaac Lab adapters, loaded only inside Isaac Sim (Kit).
+"""The Kit extension entry point of real-is-sim, loaded only inside Isaac Sim.
 
 ``extension.toml`` names this module, so Kit imports it when the extension is enabled. Outside Kit
 (``omni.ext`` missing) importing it raises one clear ImportError; the core package never imports it.
@@ -10,7 +10,7 @@ try:
     import omni.ext as _omni_ext
 except ImportError as exc:  # not inside Kit
     raise ImportError(
-        "real_is_sim.isaac needs Isaac Sim (Kit): 'omni.ext' is not importable here; "
+        "real_is_sim.isaaclab.kit needs Isaac Sim (Kit): 'omni.ext' is not importable here; "
         "the core package (real_is_sim.twin, .render, .correction, ...) works without it"
     ) from exc
 
