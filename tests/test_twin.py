@@ -5,6 +5,7 @@ import pytest
 
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.twin import Twin, TwinCfg
+from real_is_sim.twin.twin import contact_capacity
 from real_is_sim.transforms import quat_rotate
 from real_is_sim.twin.scripted import ScriptedPusher
 from real_is_sim.twin.tblock import table_plane
@@ -89,6 +90,29 @@ def test_same_inputs_give_identical_trajectories():
             trajectory.append(twin.object_poses())
         runs.append(np.array(trajectory))
     assert np.array_equal(runs[0], runs[1])
+    assert np.abs(runs[0][-1] - runs[0][0]).max() > 1e-3  # the push really happened
+
+
+def test_tight_contact_buffer_changes_nothing_in_a_push():
+    # The bound from the shape pairs (contact_capacity) against Newton's 5-per-pair estimate: the same push must
+    # give the same trajectory, and the contacts in use must stay within the bound while the pusher is in contact.
+    task = load_pusht_cfg()
+    q_push, path = _push_plan(task, np.array([0.45, 0.0]), end_dy=-0.15)
+    runs, most_contacts = [], 0
+    for rigid_contact_max in (None, 50_000):
+        twin = Twin(task, num_worlds=2, cfg=TwinCfg(rigid_contact_max=rigid_contact_max))
+        twin.reset(robot_q=np.repeat(q_push[None], 2, axis=0))
+        trajectory = []
+        for q in path:
+            twin.step(np.repeat(q[None], 2, axis=0))
+            trajectory.append(twin.object_poses())
+            if rigid_contact_max is None:
+                most_contacts = max(most_contacts, int(twin.contacts.rigid_contact_count.numpy()[0]))
+        runs.append(np.array(trajectory))
+    tight = Twin(task, num_worlds=2)
+    assert tight.collision.rigid_contact_max == contact_capacity(tight.model) < 50_000
+    assert most_contacts < tight.collision.rigid_contact_max
+    np.testing.assert_allclose(runs[0], runs[1], atol=1e-6)
     assert np.abs(runs[0][-1] - runs[0][0]).max() > 1e-3  # the push really happened
 
 

@@ -47,7 +47,7 @@ class TwinCfg:
     gravity: float = -9.81  # along world z
     contact_gap: float = 0.002  # m of detection distance beyond touching (Newton's default 0.1 m is costly)
     contact_margin: float = 0.0  # m outward offset of all colliders
-    rigid_contact_max: Optional[int] = None  # None: Newton's estimate
+    rigid_contact_max: Optional[int] = None  # None: the exact bound from the shape pairs (contact_capacity)
     broad_phase: str = "explicit"  # precomputed shape pairs: much faster than "nxn" or "sap" with many worlds (measured)
     collide_every: int = 1  # run collision detection every k-th substep
     deterministic: bool = False  # deterministic contact ordering (matters on CUDA; CPU runs are already repeatable)
@@ -97,6 +97,33 @@ def _as_numpy(value) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
+# Most contacts one shape pair can produce, for the pair types of the PushT scene: a sphere touches anything at one
+# point; a capsule lies on a plane at its two end caps.
+_CONTACTS_PER_PAIR = {
+    frozenset({newton.GeoType.SPHERE}): 1,
+    frozenset({newton.GeoType.SPHERE, newton.GeoType.PLANE}): 1,
+    frozenset({newton.GeoType.SPHERE, newton.GeoType.CAPSULE}): 1,
+    frozenset({newton.GeoType.CAPSULE, newton.GeoType.PLANE}): 2,
+}
+
+
+def contact_capacity(model: newton.Model) -> Optional[int]:
+    """The most rigid contacts the model's shape pairs can produce at once, or None for a pair type not bounded here.
+
+    Newton's estimate allows 5 contacts per pair; the XPBD contact kernels run one thread per slot of that buffer
+    whether used or not, which is most of a step's time with many worlds (docs/twin.md).
+    """
+    pairs = model.shape_contact_pairs.numpy() if model.shape_contact_pairs is not None else np.zeros((0, 2), int)
+    shape_type = model.shape_type.numpy()
+    total = 0
+    for a, b in pairs:
+        per_pair = _CONTACTS_PER_PAIR.get(frozenset({newton.GeoType(shape_type[a]), newton.GeoType(shape_type[b])}))
+        if per_pair is None:
+            return None
+        total += per_pair
+    return max(total, 1)
+
+
 class Twin:
     def __init__(self, task: PushTCfg, num_worlds: int = 1, cfg: TwinCfg | None = None):
         if int(num_worlds) < 1:
@@ -129,7 +156,7 @@ class Twin:
         self.collision = newton.CollisionPipeline(
             self.model,
             broad_phase=self.cfg.broad_phase,
-            rigid_contact_max=self.cfg.rigid_contact_max,
+            rigid_contact_max=self.cfg.rigid_contact_max or contact_capacity(self.model),
             deterministic=self.cfg.deterministic,
         )
         self.contacts = self.collision.contacts()
