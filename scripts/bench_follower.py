@@ -29,6 +29,7 @@ from real_is_sim.robot.follower import DynamicsFactorCfg, HealthStatus
 from real_is_sim.robot.follower_factory import FollowerCfg, make_follower
 from real_is_sim.robot.safety import SafeFollower, SafetyCfg
 from real_is_sim.robot.simulated_follower import SimulatedFollower, SimulatedFollowerCfg
+from real_is_sim.cli import quiet_warp
 from real_is_sim.robot.tracking import (
     estimate_lag_s,
     follow_trajectory,
@@ -145,6 +146,7 @@ def watchdog_reaction(trials: int, seed: int) -> dict:
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--targets", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)

@@ -15,18 +15,21 @@ import time
 import numpy as np
 import torch
 
-from real_is_sim.standin.session import SyncSession, SyncSessionCfg
+from real_is_sim.bridge import BridgeCfg, build_bridge
+from real_is_sim.bridge.config import CamerasCfg
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
+from real_is_sim.cli import quiet_warp
 
 
 def measure(task, cameras: int, iterations: int, ticks: int, render_threads: int, render_downscale: int = 1, width=480,
             height=270) -> dict:
-    base = SyncSessionCfg()
+    base = BridgeCfg()
     sensor = dataclasses.replace(base.sensor, iterations=iterations, render_threads=render_threads,
                                  render_downscale=render_downscale)
-    cfg = dataclasses.replace(base, num_cameras=cameras, width=width, height=height, initial_offset=[0.01, 0.0, 0.05],
+    cfg = dataclasses.replace(base, cameras=CamerasCfg(num_cameras=cameras, width=width, height=height),
+                              initial_offset=[0.01, 0.0, 0.05],
                               sensor=sensor)
-    session = SyncSession(task, cfg)
+    session = build_bridge(cfg, task)
     for _ in range(5):  # warm up (kernel loads, first allocations)
         session.tick()
     loop_s, stages = [], {}
@@ -48,6 +51,7 @@ def measure(task, cameras: int, iterations: int, ticks: int, render_threads: int
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ticks", type=int, default=60)
     parser.add_argument("--no-sweep", action="store_true")

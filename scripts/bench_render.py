@@ -30,6 +30,7 @@ from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
 from real_is_sim.render.real_check import load_demo_views, orbited_viewmat, window_intrinsics
 from real_is_sim.render.semantics import EPS2D
+from real_is_sim.cli import quiet_warp
 
 
 def best_ms(fn, repeats: int) -> float:
@@ -43,6 +44,7 @@ def best_ms(fn, repeats: int) -> float:
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()

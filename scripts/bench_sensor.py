@@ -25,6 +25,7 @@ from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import gsplat_available, rasterization
 from real_is_sim.transforms import look_at_X_WC, quat_from_yaw, quat_multiply, viewmat_from_opengl
+from real_is_sim.cli import quiet_warp
 
 WIDTH, HEIGHT = 480, 270
 K = np.array([[300.0, 0.0, WIDTH / 2], [0.0, 300.0, HEIGHT / 2], [0.0, 0.0, 1.0]])
@@ -81,6 +82,7 @@ def tick_ms(cloud, pose, real_pose, cameras, backend: str, downscale: int, ticks
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ticks", type=int, default=30)
     parser.add_argument("--backend", nargs="+", choices=["cpu", "gsplat"],

@@ -18,13 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from real_is_sim.standin.session import SyncSession, SyncSessionCfg
+from real_is_sim.bridge import Bridge, BridgeCfg, build_bridge
+from real_is_sim.loop import LoopCfg
 from real_is_sim.standin.world import StandInCfg
 from real_is_sim.transforms import quat_rotate, yaw_of
 from real_is_sim.twin.scripted import ScriptedPusher, push_plan
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
+from real_is_sim.cli import quiet_warp
 
-def push_targets(session: SyncSession, lateral: float) -> np.ndarray:
+def push_targets(session: Bridge, lateral: float) -> np.ndarray:
     """A push away from the robot through the block, offset sideways by ``lateral``; then the pusher holds still."""
     twin = session.twin
     pose = twin.object_poses()[0, 0]
@@ -38,11 +40,11 @@ def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: 
     """Per-tick (position error m, yaw error rad) of one scripted push."""
     rng = np.random.default_rng(1000 + draw)
     offset = [*rng.uniform(-0.015, 0.015, 2), np.radians(rng.uniform(-6, 6))]
-    base = SyncSessionCfg()
+    base = BridgeCfg()
     sensor = dataclasses.replace(base.sensor, **(sensor_overrides or {}))
-    cfg = dataclasses.replace(base, visual_forces=visual_forces, initial_offset=offset, sensor=sensor,
+    cfg = dataclasses.replace(base, loop=LoopCfg(visual_forces=visual_forces), initial_offset=offset, sensor=sensor,
                               standin=StandInCfg(seed=draw))
-    session = SyncSession(task, cfg)
+    session = build_bridge(cfg, task)
     errors = []
     for q in push_targets(session, lateral):
         session.tick(q[None])
@@ -85,6 +87,7 @@ def plot(on: list[np.ndarray], off: list[np.ndarray], dt: float, path: Path) -> 
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=2, help="hidden-parameter draws (seeds)")
     parser.add_argument("--laterals", type=float, nargs="+", default=[0.0, 0.02], help="push offsets from the stem axis (m)")

@@ -18,6 +18,7 @@ from real_is_sim.transforms import quat_rotate, rotation_angle_between
 from real_is_sim.twin import Twin, TwinCfg
 from real_is_sim.twin.scripted import ScriptedPusher
 from real_is_sim_tasks.pusht import REAL_YAML, load_pusht_cfg
+from real_is_sim.cli import quiet_warp
 
 PUSH_Z = 0.035
 
@@ -59,6 +60,7 @@ def speed(task, twin_cfg: TwinCfg, worlds: int, steps: int, repeats: int) -> tup
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block", choices=["real", "procedural"], default=None, help="default: real if the shared data is present")
     parser.add_argument("--worlds", type=int, nargs="+", default=[1, 5, 20, 80])

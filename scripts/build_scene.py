@@ -10,9 +10,11 @@ import json
 from real_is_sim.paths import USD_DIR
 from real_is_sim.twin.usd_scene import write_scene
 from real_is_sim_tasks.pusht import REAL_YAML, load_pusht_cfg
+from real_is_sim.cli import quiet_warp
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--object", default="procedural", help="'procedural', 'real' (pusht_real.yaml) or an object file path")
     parser.add_argument("--out", default=str(USD_DIR / "pusht_scene.usda"))

@@ -23,9 +23,11 @@ from real_is_sim.robot import franka  # noqa: E402
 from real_is_sim.robot.follower_factory import FollowerCfg, make_follower  # noqa: E402
 from real_is_sim.robot.kinematics import PandaKinematics  # noqa: E402
 from real_is_sim.robot.tracking import estimate_lag_s, follow_trajectory, pusht_sweep, tracking_error  # noqa: E402
+from real_is_sim.cli import quiet_warp
 
 
 def main() -> None:
+    quiet_warp()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("outputs/follow_demo"), help="folder for the plot")
     parser.add_argument("--duration", type=float, default=16.0, help="seconds of simulated time")

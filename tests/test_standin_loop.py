@@ -1,4 +1,4 @@
-"""The online loop wired to a stand-in real world (small images to keep it quick)."""
+"""The online loop wired to a stand-in real world by the composition root (small images to keep it quick)."""
 
 import numpy as np
 import pytest
@@ -6,19 +6,20 @@ import pytest
 from real_is_sim.correction.sensor import VisualForceSensorCfg
 from real_is_sim.loop import LoopCfg, OnlineLoop
 from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
-from real_is_sim.standin.session import SyncSession, SyncSessionCfg
+from real_is_sim.bridge import BridgeCfg, build_bridge
+from real_is_sim.bridge.config import CamerasCfg
 from real_is_sim.standin.world import StandInCfg
 from real_is_sim.twin import Twin
 from real_is_sim_tasks.pusht.config import PhysicalParams, load_pusht_cfg
 
 
 def _session(visual_forces=True, offset=(0.015, -0.01, 0.08), **standin):
-    cfg = SyncSessionCfg(
-        visual_forces=visual_forces, num_cameras=2, width=160, height=90, initial_offset=list(offset),
-        standin=StandInCfg(seed=3, drop_probability=0.0, **standin),
+    cfg = BridgeCfg(
+        loop=LoopCfg(visual_forces=visual_forces), cameras=CamerasCfg(num_cameras=2, width=160, height=90),
+        initial_offset=list(offset), standin=StandInCfg(seed=3, drop_probability=0.0, **standin),
         sensor=VisualForceSensorCfg(kp=10.0, lost_after_ticks=5),
     )
-    return SyncSession(load_pusht_cfg(), cfg)
+    return build_bridge(cfg, load_pusht_cfg())
 
 
 @pytest.fixture(scope="module")

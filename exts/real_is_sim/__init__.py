@@ -1,14 +1,7 @@
 """real-is-sim: a Newton simulation kept in sync with a real robot cell by Embodied Gaussians.
 
-The core never imports ``isaaclab`` or ``omni``; the Isaac adapters live in ``real_is_sim.isaaclab``.
+The core never imports ``isaaclab`` or ``omni``; the Isaac Lab classes live in ``real_is_sim.isaaclab``.
+Commands and scripts quiet Warp's log themselves (:func:`real_is_sim.cli.quiet_warp`); the library leaves it alone.
 """
-
-try:
-    import warp as _wp
-except ImportError:  # Warp is a dependency; only the gsplat-only GPU check (scripts/check_gsplat.py) runs without it
-    pass
-else:
-    # Warp prints a banner and a line per kernel module load; keep a library's output to what it means to say.
-    _wp.config.quiet = True
 
 __version__ = "0.1.0"

@@ -102,7 +102,7 @@ def _recording_dir(cfg: ReplayCfg) -> Path:
     return path
 
 
-def _median_backgrounds(source: VideoReplaySource, stride: int) -> dict[str, np.ndarray]:
+def median_backgrounds(source: VideoReplaySource, stride: int) -> dict[str, np.ndarray]:
     kept: dict[str, list[np.ndarray]] = {s: [] for s in source.serials}
     for frame in source.frames():  # sequential decoding: far cheaper than seeking every k-th frame
         if frame.index % stride == 0:
@@ -111,7 +111,7 @@ def _median_backgrounds(source: VideoReplaySource, stride: int) -> dict[str, np.
     return {s: median_background(np.stack(images)) for s, images in kept.items()}
 
 
-class _Silhouettes:
+class Silhouettes:
     """Renders the block's alpha at a pose into every camera (no gradients), for IoU and overlays."""
 
     def __init__(self, cloud, cameras: list[SensorCamera], backend: str):
@@ -162,7 +162,7 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
     try:
         serials = source.serials
         infos = source.cameras
-        backgrounds = _median_backgrounds(source, cfg.background_stride)
+        backgrounds = median_backgrounds(source, cfg.background_stride)
         cameras = [SensorCamera.from_info(infos[s], backgrounds[s]) for s in serials]
         seconds["background"] = time.perf_counter() - clock
 
@@ -171,7 +171,7 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
         first = [source.frame(s, 0).image for s in serials]
         viewmats, Ks = np.stack([c.viewmat for c in cameras]), np.stack([c.K for c in cameras])
         estimate = estimate_initial_pose(cloud, first, viewmats, Ks, scan_pose, plane, cfg.initial_pose)
-        silhouettes = _Silhouettes(cloud, cameras, cfg.sensor.backend)
+        silhouettes = Silhouettes(cloud, cameras, cfg.sensor.backend)
         first_masks = [red_orange_mask(im) for im in first]
         scan_alpha = silhouettes(scan_pose, list(range(len(cameras))))
         scan_ious = {s: silhouette_iou(a, m) for s, a, m in zip(serials, scan_alpha, first_masks)}

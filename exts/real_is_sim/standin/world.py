@@ -1,8 +1,8 @@
 """The stand-in real world: a separate Newton simulation that plays reality for the twin.
 
 Same objects as the twin, but physical parameters drawn from ranges the twin does not know (friction, mass,
-centre of mass, damping, optionally block size). Its robot is a lagging follower (a :class:`SimulatedFollower`
-behind the safety layer) of the twin robot's actual joints. It renders camera frames from its own Gaussians,
+centre of mass, damping, optionally block size). Its robot is the bridge's follower of the twin robot's actual
+joints (a lagging :class:`SimulatedFollower`, or a Franka simulator behind franky), behind the safety layer. It renders camera frames from its own Gaussians,
 with the robot in view, sensor noise, exposure change, latency and dropped frames. The twin only ever sees
 those frames; the stand-in's block pose is the ground truth that the sync error is measured against.
 """
@@ -20,8 +20,7 @@ from real_is_sim.cameras.rendered import RenderedSource
 from real_is_sim.gaussians.cloud import GaussianCloud
 from real_is_sim.render.clouds import render_clouds
 from real_is_sim.robot.appearance import RobotAppearance
-from real_is_sim.robot.safety import SafeFollower, SafetyCfg
-from real_is_sim.robot.simulated_follower import SimulatedFollower, SimulatedFollowerCfg
+from real_is_sim.robot.safety import SafeFollower
 from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
 from real_is_sim.twin import Twin, TwinCfg
 from real_is_sim_tasks.pusht.config import PushTCfg
@@ -31,7 +30,6 @@ from real_is_sim_tasks.pusht.config import PushTCfg
 class StandInCfg:
     seed: int = 0
     hidden: HiddenParamRanges = field(default_factory=HiddenParamRanges)
-    follower: SimulatedFollowerCfg = field(default_factory=lambda: SimulatedFollowerCfg(latency_s=0.02, tau_s=0.03))
     noise_std: float = 0.01  # pixel noise, [0, 1] units
     exposure: float = 1.0  # gain at start; set_exposure() changes it during a run
     latency_s: float = 1.0 / 30.0  # camera frames reach the loop two ticks late
@@ -42,17 +40,17 @@ class StandInCfg:
 
 class StandInWorld:
     def __init__(self, task: PushTCfg, cfg: StandInCfg, cameras: list[CameraInfo], cloud: GaussianCloud,
-                 backgrounds: dict[str, np.ndarray], twin_cfg: TwinCfg | None = None):
+                 backgrounds: dict[str, np.ndarray], twin_cfg: TwinCfg | None, follower: SafeFollower):
         """``cloud``: the objects' Gaussians (body frames) as reality looks; ``backgrounds``: the empty cell per
-        camera serial, (H, W, 3) float."""
+        camera serial, (H, W, 3) float; ``follower``: reality's robot (not started yet), stepped with this world's
+        clock when it is steppable, on its own clock when it runs in real time."""
         self.cfg = cfg
         rng = np.random.default_rng(cfg.seed)
         self.params = draw_hidden_params(cfg.hidden, task.physical, rng)
         self.task = dataclasses.replace(task, physical=self.params)
         self.twin = Twin(self.task, 1, twin_cfg)
         self.cloud = _scaled(cloud, self.params.block_scale)
-        self.follower = SafeFollower(SimulatedFollower(dataclasses.replace(cfg.follower, q_initial=list(task.robot.q_start))),
-                                     SafetyCfg())
+        self.follower = follower
         self.appearance = RobotAppearance(base_pose=np.asarray(task.robot.base_pose)) if cfg.render_robot else None
         self._backgrounds = {s: torch.as_tensor(np.asarray(b), dtype=torch.float32) for s, b in backgrounds.items()}
         self.source = RenderedSource(cameras, self._render, latency=cfg.latency_s, noise_std=cfg.noise_std,
@@ -67,7 +65,8 @@ class StandInWorld:
     def advance(self) -> None:
         """One control period: the follower tracks what the twin sent, physics steps, the cameras expose."""
         self.t += self.twin.control_dt
-        self.follower.step_to(self.t)
+        if not self.follower.realtime:
+            self.follower.step_to(self.t)
         self.twin.step(self.follower.read_state().q[None])
         self.source.capture(self.t)
 

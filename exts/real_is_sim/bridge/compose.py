@@ -1,0 +1,248 @@
+"""The composition root: :func:`build_bridge` turns a :class:`BridgeCfg` into the running system.
+
+Cameras -> synchroniser -> visual-force sensor -> actuator -> twin physics -> policy commands the twin robot ->
+the follower tracks the twin robot's *actual* joints. Nothing else in the project wires these parts: the deploy
+script, the stand-in benchmarks and the tests all build through here.
+
+With ``cameras.source == "standin"`` the stand-in world plays the cell: it renders the frames, and its robot is the
+configured follower (the simulated one, or a Franka simulator such as franky-sim behind franky).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from real_is_sim.bridge.config import BridgeCfg
+from real_is_sim.cameras.base import CameraInfo, CameraSource
+from real_is_sim.correction.actuator import VisualForceActuator
+from real_is_sim.correction.background import table_background
+from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
+from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.gaussians.cloud import GaussianCloud
+from real_is_sim.gaussians.spheres import cloud_from_spheres
+from real_is_sim.loop import OnlineLoop, TickReport
+from real_is_sim.render.masks import red_orange_mask
+from real_is_sim.robot.appearance import RobotAppearance
+from real_is_sim.robot.follower_factory import make_follower
+from real_is_sim.robot.safety import SafeFollower
+from real_is_sim.standin.cameras import ring_cameras
+from real_is_sim.standin.world import StandInWorld
+from real_is_sim.transforms import quat_from_yaw, quat_multiply, quat_rotate, rotation_angle_between
+from real_is_sim.twin import Twin
+from real_is_sim.twin.scripted import ScriptedPusher, push_plan
+from real_is_sim.twin.tblock import table_plane
+from real_is_sim_tasks.pusht.config import TASK_DIR, PushTCfg, load_pusht_cfg
+
+Policy = Callable[[float], "np.ndarray | None"]
+
+
+def load_task(name: str) -> PushTCfg:
+    """``name``: a file in tasks/pusht/ or a path to a task YAML."""
+    path = Path(name)
+    if not path.is_file():
+        path = TASK_DIR / name
+    if not path.is_file():
+        raise ConfigError(f"task: no task YAML {name!r} (neither a path nor a file in {TASK_DIR})")
+    return load_pusht_cfg(path)
+
+
+def block_cloud(twin: Twin) -> GaussianCloud:
+    """The twin's block seen by cameras: the object file's Gaussians when it came from one, else one per sphere."""
+    task = twin.task
+    if task.block.source == "file":
+        from real_is_sim.gaussians.io import load_object_cloud
+
+        return load_object_cloud(task.block.object_file_path())[0]
+    g = twin.geometry
+    return cloud_from_spheres(g.centers, np.full(len(g.centers), g.radius))
+
+
+@dataclass
+class Bridge:
+    """The running system :func:`build_bridge` wired. ``standin`` is None on real hardware and on replays."""
+
+    cfg: BridgeCfg
+    twin: Twin
+    loop: OnlineLoop
+    policy: Policy
+    policy_name: str
+    cameras: list[CameraInfo]
+    source: CameraSource | None
+    follower: SafeFollower | None
+    standin: StandInWorld | None = None
+    closed: bool = field(default=False, repr=False)
+
+    def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
+        """One 1/60 s tick with explicit targets ``(1, 7)`` (None: the twin keeps its last ones); the stand-in, when
+        there is one, then advances one control period."""
+        report = self.loop.tick(robot_q_target)
+        if self.standin is not None:
+            self.standin.advance()
+        return report
+
+    def step(self) -> TickReport:
+        """One tick commanded by the configured policy."""
+        return self.tick(self.policy(self.loop.t))
+
+    def ground_truth(self) -> np.ndarray | None:
+        """Reality's object poses ``(n_obj, 7)`` where reality is simulated (the stand-in), else None."""
+        return self.standin.object_poses() if self.standin is not None else None
+
+    def sync_error(self) -> tuple[float, float]:
+        """Twin-to-real block error against the stand-in's ground truth: position in the table plane (m), rotation (rad)."""
+        real = self.ground_truth()
+        if real is None:
+            raise DataError("sync_error needs ground truth: only the stand-in source has it")
+        twin = self.twin.object_poses()[0, 0]
+        return float(np.linalg.norm(twin[:2] - real[0, :2])), float(rotation_angle_between(twin[3:7], real[0, 3:7]))
+
+    def hold_and_stop(self) -> None:
+        """The robot holds where it is, then stops; the cameras close. Safe to call more than once."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.follower is not None and self.follower.health().ok:
+                self.follower.send(self.follower.read_state().q, self.follower.now())
+        finally:
+            try:
+                if self.follower is not None:
+                    self.follower.close()
+            finally:
+                if self.source is not None:
+                    self.source.close()
+
+
+SourceWrapper = Callable[[CameraSource, list[CameraInfo]], CameraSource]
+
+
+def build_bridge(cfg: BridgeCfg, task: PushTCfg | None = None, wrap_source: SourceWrapper | None = None) -> Bridge:
+    """Wire the system ``cfg`` describes (``task`` overrides ``cfg.task``; ``wrap_source(source, cameras)`` may put
+    a recorder in the camera stream). Opens the camera devices and starts the follower; a missing device fails here
+    with one error naming it, with nothing left open."""
+    task = task or load_task(cfg.task)
+    twin = Twin(task, 1, cfg.twin)
+    plane = tuple(float(v) for v in table_plane(task.table))
+    needs_follower = cfg.loop.follow_real or cfg.cameras.source == "standin"
+    follower = _make_follower(cfg, task) if needs_follower else None
+    standin, source = None, None
+    try:
+        if cfg.cameras.source == "standin":
+            standin, cameras, backgrounds = _standin(cfg, twin, follower, plane)
+            source = standin.source
+        elif cfg.cameras.source == "realsense":
+            source, cameras = _realsense(cfg)
+            backgrounds = {c.serial: table_background(c.K, c.viewmat_opencv(), c.width, c.height, plane) for c in cameras}
+        else:
+            source, cameras, backgrounds = _replay(cfg)
+        if wrap_source is not None:
+            source = wrap_source(source, cameras)
+        if follower is not None and standin is None:
+            follower.start()
+        loop = _loop(cfg, twin, source, follower, cameras, backgrounds, plane)
+    except BaseException:
+        if follower is not None:
+            follower.close()
+        if source is not None:
+            source.close()
+        raise
+    policy, name = _policy(cfg, twin)
+    return Bridge(cfg, twin, loop, policy, name, cameras, source, follower, standin)
+
+
+def _make_follower(cfg: BridgeCfg, task: PushTCfg) -> SafeFollower:
+    follower_cfg = cfg.follower
+    if follower_cfg.kind == "simulated":
+        simulated = dataclasses.replace(follower_cfg.simulated, q_initial=list(task.robot.q_start))
+        follower_cfg = dataclasses.replace(follower_cfg, simulated=simulated)
+    return make_follower(follower_cfg)
+
+
+def _standin(cfg: BridgeCfg, twin: Twin, follower: SafeFollower, plane):
+    start = twin.object_poses()[0]
+    c = cfg.cameras
+    cameras = ring_cameras(start[0, :3], c.num_cameras, width=c.width, height=c.height)
+    backgrounds = {cam.serial: table_background(cam.K, cam.viewmat_opencv(), cam.width, cam.height, plane) for cam in cameras}
+    standin = StandInWorld(twin.task, cfg.standin, cameras, block_cloud(twin), backgrounds, cfg.twin, follower=follower)
+    dx, dy, dyaw = cfg.initial_offset
+    real_start = start.copy()
+    real_start[0, :2] += (dx, dy)
+    real_start[0, 3:7] = quat_multiply(quat_from_yaw(dyaw), start[0, 3:7])  # about world z, at the body origin
+    standin.reset(real_start)
+    return standin, cameras, backgrounds
+
+
+def _realsense(cfg: BridgeCfg):
+    from real_is_sim.cameras.calibration import load_cameras_json
+    from real_is_sim.cameras.realsense import RealSenseSource
+
+    c = cfg.cameras
+    if not Path(c.calibration).is_file():
+        raise DataError(f"cameras.calibration: no calibration file at {c.calibration} (cameras.json: serial -> X_WC)")
+    X_WC = {serial: files.X_WC for serial, files in load_cameras_json(c.calibration).items()}
+    source = RealSenseSource(X_WC, c.width, c.height, c.fps, c.hardware_sync)
+    source.start()  # no device here: CameraUnavailableError naming the missing serials
+    return source, list(source.cameras.values())
+
+
+def _replay(cfg: BridgeCfg):
+    from real_is_sim.cameras.replay import VideoReplaySource
+    from real_is_sim.replay import median_backgrounds
+
+    source = VideoReplaySource(cfg.cameras.recording)
+    backgrounds = median_backgrounds(source, stride=4)
+    return source, list(source.cameras.values()), backgrounds
+
+
+def _loop(cfg: BridgeCfg, twin: Twin, source, follower, cameras, backgrounds, plane) -> OnlineLoop:
+    sensor = actuator = None
+    cloud = block_cloud(twin)
+    if cfg.loop.visual_forces:
+        sensor_cfg = cfg.sensor
+        if cfg.planar_wrench:
+            sensor_cfg = dataclasses.replace(sensor_cfg, plane_normal=list(plane[:3]))
+        sensor_cams = [SensorCamera.from_info(c, backgrounds[c.serial]) for c in cameras]
+        sensor = VisualForceSensor(sensor_cfg, cloud, sensor_cams, twin.object_body_com())
+        actuator = VisualForceActuator(cfg.actuator, twin)
+    appearance = RobotAppearance(base_pose=np.asarray(twin.task.robot.base_pose)) if cfg.render_robot else None
+    relocalize = _relocalizer(cloud, cameras, np.asarray(plane)) if cfg.recover_lost else None
+    return OnlineLoop(cfg.loop, twin, sensor, actuator, source, follower if cfg.loop.follow_real else None,
+                      occluders=appearance.cloud if appearance is not None else None, relocalize=relocalize)
+
+
+def _relocalizer(cloud: GaussianCloud, cameras: list[CameraInfo], plane: np.ndarray):
+    def relocalize(images: list, poses: np.ndarray) -> np.ndarray | None:
+        """Search the whole turn and the table around the red-orange pixels for the block (one object), in the views
+        that show it (the arm may hide it from some); None when none does."""
+        views = [k for k, image in enumerate(images) if image is not None and red_orange_mask(image).any()]
+        if not views:
+            return None
+        # Pushing does not turn the block over: search with the face it has now up.
+        found = estimate_initial_pose(
+            cloud, [images[k] for k in views], np.stack([cameras[k].viewmat_opencv() for k in views]),
+            np.stack([cameras[k].K for k in views]), poses[0], plane, InitialPoseCfg(both_faces=False),
+        )
+        return found.pose[None]
+
+    return relocalize
+
+
+def _policy(cfg: BridgeCfg, twin: Twin) -> tuple[Policy, str]:
+    if cfg.policy.kind == "hold":
+        return (lambda t: None), "hold"
+    pose = twin.object_poses()[0, 0]
+    center = pose[:3] + quat_rotate(pose[3:7], twin.geometry.centers.mean(axis=0))
+    plan = push_plan(ScriptedPusher(twin.task), center, cfg.policy.lateral_offset, twin.control_dt,
+                     distance=cfg.policy.push_distance)
+    dt = twin.control_dt
+
+    def scripted_push(t: float) -> np.ndarray:
+        return plan[min(int(round(t / dt)), len(plan) - 1)][None]
+
+    return scripted_push, "scripted_push"
