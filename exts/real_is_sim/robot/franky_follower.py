@@ -6,7 +6,10 @@ limits scaled by ``dynamics`` (franky's ``RelativeDynamicsFactor``). The Franka'
 tracks it. ``franky`` (package ``franky-control``, the ``hardware`` extra) is imported only when needed.
 
 Connecting to an address that does not answer can block inside libfranka for a long time, so the connection
-runs in a daemon thread and :class:`RobotConnectionError` is raised after ``connect_timeout_s``.
+runs in a daemon thread and :class:`RobotConnectionError` is raised after ``connect_timeout_s``. A connection
+lost while following (libfranka: no robot state for 1 s) becomes one :class:`RobotConnectionError`, raised by
+``send``/``read_state`` and reported by ``health``; the dead connection is dropped and ``start()`` reconnects.
+libfranka serves one client per robot: :meth:`FrankyFollower.close` releases the connection.
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ class FrankyFollower(Follower):
         self._robot = None
         self._running = False
         self._health = Health(HealthStatus.STOPPED, "not connected")
+        self._connection_lost = ""  # why the last connection died; start() reconnects
         self._lock = threading.RLock()
 
     @property
@@ -126,7 +130,7 @@ class FrankyFollower(Follower):
         if thread.is_alive():
             raise RobotConnectionError(
                 f"the Franka at {self.cfg.address} did not answer within {self.cfg.connect_timeout_s} s "
-                "(is it powered, FCI enabled in Desk, the address right?)"
+                "(is it powered, FCI enabled in Desk, the address right? libfranka serves one client at a time)"
             )
         if "error" in outcome:
             error = outcome["error"]
@@ -138,6 +142,8 @@ class FrankyFollower(Follower):
         except franky.Exception as exc:
             raise RobotConnectionError(f"the Franka at {self.cfg.address} refused its settings: {exc}") from None
         self._robot = robot
+        self._connection_lost = ""
+        self._health = Health(HealthStatus.STOPPED, "connected; call start()")
 
     def start(self) -> None:
         with self._lock:
@@ -160,23 +166,43 @@ class FrankyFollower(Follower):
             except franky.Exception as exc:
                 self._record_failure(exc)
 
+    def close(self) -> None:
+        """Stop and release the connection: libfranka serves one client, the next one can connect."""
+        with self._lock:
+            if self._robot is None:
+                return
+            self.stop()
+            self._robot = None  # franky's destructor closes the connection
+            if self._health.status is HealthStatus.STOPPED:
+                self._health = Health(HealthStatus.STOPPED, "not connected (closed)")
+
     def send(self, q, stamp: float) -> None:
         motion = joint_motion(q, self.cfg.dynamics)
         if not math.isfinite(stamp):
             raise DataError(f"target stamp must be finite, got {stamp}")
         with self._lock:
+            self._raise_if_connection_lost()
             if not self._running:
                 raise FollowerError(f"the Franka follower is not running ({self._health.message}): call start()")
             try:
                 self._robot.move(motion, asynchronous=True)
             except import_franky().Exception as exc:
                 self._record_failure(exc)
+                self._raise_if_connection_lost()
 
     def read_state(self) -> JointState:
         with self._lock:
+            self._raise_if_connection_lost()
             if self._robot is None:
                 raise FollowerError("the Franka follower is not connected: call start()")
-            state = self._robot.current_joint_state
+            try:
+                state = self._robot.current_joint_state
+            # a dead connection: NetworkException after 1 s without robot state, or RuntimeError("Net Exception")
+            # once a motion has failed on it
+            except (import_franky().Exception, RuntimeError) as exc:
+                self._record_failure(exc)
+                self._raise_if_connection_lost()
+                raise FollowerError(f"cannot read the Franka's joint state: {exc}") from None
             return JointState(q=np.array(state.position, dtype=float), qd=np.array(state.velocity, dtype=float),
                               stamp=time.monotonic())
 
@@ -192,14 +218,31 @@ class FrankyFollower(Follower):
     def recover(self) -> None:
         """Run the Franka's automatic error recovery after a reflex; :meth:`start` resumes following."""
         with self._lock:
+            self._raise_if_connection_lost()
             if self._robot is None:
                 raise FollowerError("the Franka follower is not connected: nothing to recover")
-            if not self._robot.recover_from_errors():
+            try:
+                recovered = self._robot.recover_from_errors()
+            except import_franky().Exception as exc:
+                self._record_failure(exc)
+                self._raise_if_connection_lost()
+                raise FollowerError(f"the Franka's automatic error recovery failed: {exc}") from None
+            if not recovered:
                 raise FollowerError("the Franka's automatic error recovery failed; check Desk")
             self._health = Health(HealthStatus.STOPPED, "recovered; call start()")
 
     def _record_failure(self, exc: Exception) -> None:
         franky = import_franky()
         self._running = False
+        if isinstance(exc, (franky.NetworkException, RuntimeError)):
+            # Dead connection: drop it (every later franky call would block or fail differently); start() reconnects.
+            self._robot = None
+            self._connection_lost = f"lost the connection to the Franka at {self.cfg.address}: {exc}"
+            self._health = Health(HealthStatus.ERROR, self._connection_lost)
+            return
         status = HealthStatus.REFLEX if isinstance(exc, franky.ControlException) else HealthStatus.ERROR
         self._health = Health(status, str(exc))
+
+    def _raise_if_connection_lost(self) -> None:
+        if self._connection_lost:
+            raise RobotConnectionError(f"{self._connection_lost}; start() reconnects")

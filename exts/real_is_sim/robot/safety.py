@@ -318,7 +318,13 @@ class SafeFollower(Follower):
 
     def _watch_realtime(self) -> None:
         while not self._thread_stop.wait(self.cfg.watchdog_poll_s):
-            self.poll()
+            try:
+                self.poll()
+            except FollowerError as exc:  # a lost connection: health() and the next send() report it
+                logger.error("watchdog: %s; the watchdog thread ends (start() begins a new one)", exc)
+                with self._lock:
+                    self._thread = None
+                return
 
     def _end_thread(self) -> None:
         thread, self._thread = self._thread, None
