@@ -60,6 +60,18 @@ def test_recording_round_trips_through_replay(tmp_path):
     assert json.loads((tmp_path / "rec" / "videos" / "cam0.json").read_text())["complete"] is True
 
 
+def test_lossless_recording_replays_the_exact_pixels(tmp_path):
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (H, W, 3), dtype=np.uint8) for _ in range(5)]  # noise: nothing to compress away
+    info = cameras()[0]
+    with Recorder(tmp_path / "rec", [info], lossless=True) as recorder:
+        for i, image in enumerate(images):
+            recorder.write(Frame(info.serial, image, timestamp(i, 0), i))
+    with VideoReplaySource(tmp_path / "rec") as src:
+        for i, image in enumerate(images):
+            np.testing.assert_array_equal(src.frame(info.serial, i).image, image)
+
+
 def test_real_footage_rerecorded_replays_the_same(shared_data, tmp_path):
     demo = shared_data / "sample_demos" / "0"
     with VideoReplaySource(demo) as src, Recorder(tmp_path / "again", src.cameras) as recorder:

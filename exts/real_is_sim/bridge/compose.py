@@ -79,12 +79,19 @@ class Bridge:
     closed: bool = field(default=False, repr=False)
 
     def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
-        """One 1/60 s tick with explicit targets ``(1, 7)`` (None: the twin keeps its last ones); the stand-in, when
-        there is one, then advances one control period."""
+        """One 1/60 s tick with explicit targets ``(1, 7)`` (None: the twin keeps its last ones), then reality
+        advances to the same time."""
         report = self.loop.tick(robot_q_target)
+        self.advance_reality()
+        return report
+
+    def advance_reality(self) -> None:
+        """Bring what plays reality to the loop's time: the stand-in world (it steps its robot, the follower), or a
+        steppable follower on its own (a recorded arm, a simulated one); a real robot runs on its own clock."""
         if self.standin is not None:
             self.standin.advance()
-        return report
+        elif self.follower is not None and not self.follower.realtime:
+            self.follower.step_to(self.loop.t)
 
     def step(self) -> TickReport:
         """One tick commanded by the configured policy."""
@@ -138,9 +145,10 @@ def build_bridge(cfg: BridgeCfg, task: PushTCfg | None = None, wrap_source: Sour
             source = standin.source
         elif cfg.cameras.source == "realsense":
             source, cameras = _realsense(cfg)
-            backgrounds = {c.serial: table_background(c.K, c.viewmat_opencv(), c.width, c.height, plane) for c in cameras}
+            backgrounds = _recorded_backgrounds(cfg, cameras) or _table_backgrounds(cameras, plane)
         else:
-            source, cameras, backgrounds = _replay(cfg)
+            source, cameras = _replay(cfg)
+            backgrounds = _recorded_backgrounds(cfg, cameras) or _median_backgrounds(source)
         if wrap_source is not None:
             source = wrap_source(source, cameras)
         if follower is not None and standin is None:
@@ -168,7 +176,7 @@ def _standin(cfg: BridgeCfg, twin: Twin, follower: SafeFollower, plane):
     start = twin.object_poses()[0]
     c = cfg.cameras
     cameras = ring_cameras(start[0, :3], c.num_cameras, width=c.width, height=c.height)
-    backgrounds = {cam.serial: table_background(cam.K, cam.viewmat_opencv(), cam.width, cam.height, plane) for cam in cameras}
+    backgrounds = _table_backgrounds(cameras, plane)
     standin = StandInWorld(twin.task, cfg.standin, cameras, block_cloud(twin), backgrounds, cfg.twin, follower=follower)
     dx, dy, dyaw = cfg.initial_offset
     real_start = start.copy()
@@ -192,12 +200,40 @@ def _realsense(cfg: BridgeCfg):
 
 
 def _replay(cfg: BridgeCfg):
+    from real_is_sim.bridge.arrivals import ArrivalReplaySource
     from real_is_sim.cameras.replay import VideoReplaySource
-    from real_is_sim.replay import median_backgrounds
 
     source = VideoReplaySource(cfg.cameras.recording)
-    backgrounds = median_backgrounds(source, stride=4)
-    return source, list(source.cameras.values()), backgrounds
+    if cfg.cameras.arrivals:
+        source = ArrivalReplaySource(source, cfg.cameras.arrivals)
+    return source, list(source.cameras.values())
+
+
+def _table_backgrounds(cameras: list[CameraInfo], plane) -> dict[str, np.ndarray]:
+    return {c.serial: table_background(c.K, c.viewmat_opencv(), c.width, c.height, plane) for c in cameras}
+
+
+def _median_backgrounds(source) -> dict[str, np.ndarray]:
+    from real_is_sim.replay import median_backgrounds
+
+    return median_backgrounds(source, stride=4)
+
+
+def _recorded_backgrounds(cfg: BridgeCfg, cameras: list[CameraInfo]) -> dict[str, np.ndarray] | None:
+    """The backgrounds a session recorded (``cameras.backgrounds``), or None when none is configured."""
+    if not cfg.cameras.backgrounds:
+        return None
+    folder = Path(cfg.cameras.backgrounds)
+    backgrounds = {}
+    for c in cameras:
+        path = folder / f"{c.serial}.npy"
+        if not path.is_file():
+            raise DataError(f"cameras.backgrounds: no background for camera {c.serial} ({path})")
+        image = np.load(path)
+        if image.shape != (c.height, c.width, 3):
+            raise DataError(f"cameras.backgrounds: {path} has shape {image.shape}, camera {c.serial} is {c.width}x{c.height}")
+        backgrounds[c.serial] = image
+    return backgrounds
 
 
 def _loop(cfg: BridgeCfg, twin: Twin, source, follower, cameras, backgrounds, plane) -> OnlineLoop:

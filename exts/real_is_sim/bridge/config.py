@@ -39,6 +39,11 @@ class CamerasCfg:
     height: int = 270
     # replay: a recording directory in the replay layout (cameras.json + videos/)
     recording: str = ""
+    # replay of a deploy session: its frames.csv, so each frame reaches the loop when it did then (not at exposure)
+    arrivals: str = ""
+    # the empty cell per camera: a directory of <serial>.npy (H, W, 3 float) as a session records them; empty: the
+    # table model (stand-in, realsense) or the clip's per-pixel median (replay)
+    backgrounds: str = ""
     # realsense: the cell's calibration, cameras.json in the replay layout (serial -> X_WC); the serials are its keys
     calibration: str = ""
     fps: int = 90
@@ -72,6 +77,9 @@ class PolicyCfg:
 class RecordingCfg:
     out: str = "out/deploy"  # every session is recorded here (a new directory; never overwritten)
     cameras: bool = True  # camera streams in the replay layout (out/cameras/)
+    # exact pixels (~10x larger files): a replay of the session then reproduces its twin exactly; H.264 at crf 18
+    # moves the replayed twin by up to ~1 mm (docs/bridge.md)
+    lossless: bool = False
     rerun: bool = False  # a rerun recording (out/session.rrd): twin, frames with the twin overlaid, confidence
     rerun_image_every: int = 6  # log camera images every k-th tick
 
@@ -112,6 +120,18 @@ class BridgeCfg:
             # The stand-in's robot is the follower: it must be steppable with the stand-in's clock.
             if self.follower.simulated.realtime:
                 raise ConfigError("follower.simulated.realtime must be false with the stand-in (it steps the follower)")
+
+
+def session_replay_overrides(session_dir: str | Path) -> list[str]:
+    """Overrides that replay a recorded deploy session through the loop: its camera streams, each frame at the tick it
+    reached the loop, the sensor's backgrounds, and its arm where it really was (a recorded follower). Merged over
+    the session's own config.yaml they rebuild its loop on the recording."""
+    d = Path(session_dir)
+    if not (d / "config.yaml").is_file():
+        raise ConfigError(f"no recorded deploy session in {d} (config.yaml missing)")
+    return [f"cameras.source=replay", f"cameras.recording={d / 'cameras'}", f"cameras.arrivals={d / 'frames.csv'}",
+            f"cameras.backgrounds={d / 'backgrounds'}", "follower.kind=recorded", f"follower.recorded.path={d / 'follower.csv'}",
+            "loop.realtime=false", "recording.rerun=false"]
 
 
 def preset_path(name: str) -> Path:

@@ -2,8 +2,10 @@
 
     <out>/config.yaml          the resolved BridgeCfg
     <out>/cameras/             the camera streams in the replay layout (cameras.json + videos/), when recorded
+    <out>/frames.csv           when each recorded frame reached the loop: t, serial, timestamp (exposure)
+    <out>/backgrounds/         the sensor's empty cell per camera, <serial>.npy
     <out>/twin.csv             60 Hz: t, block pose (7), twin robot q (7)
-    <out>/follower.csv         60 Hz: t, the follower's measured q (7), its health
+    <out>/follower.csv         t = 0, then 60 Hz: t, the follower's measured q (7), its health
     <out>/sensor.csv           per tick with visual forces: t, losses, residual, confidence, lost, wrench (6), cameras
     <out>/ground_truth.csv     stand-in only: t, reality's block pose (7)
     <out>/summary.json         written last by the session
@@ -35,12 +37,17 @@ SENSOR_COLUMNS = ("t", "loss_before", "loss_after", "residual", "confidence", "l
 GROUND_TRUTH_COLUMNS = ("t", *POSE)
 
 
-class RecordingSource(CameraSource):
-    """A camera source that writes every frame it delivers into a :class:`Recorder` on the way through."""
+ARRIVAL_COLUMNS = ("t", "serial", "timestamp")
 
-    def __init__(self, inner: CameraSource, recorder: Recorder):
+
+class RecordingSource(CameraSource):
+    """A camera source that writes every frame it delivers into a :class:`Recorder` on the way through, and when it
+    delivered it into ``frames.csv`` (a replay then hands each frame to the loop at the same tick)."""
+
+    def __init__(self, inner: CameraSource, recorder: Recorder, arrivals_path: Path):
         self.inner = inner
         self.recorder = recorder
+        self.arrivals = _Table(arrivals_path, ARRIVAL_COLUMNS)
 
     @property
     def cameras(self) -> dict[str, CameraInfo]:
@@ -54,6 +61,7 @@ class RecordingSource(CameraSource):
             self.inner.close()
         finally:
             self.recorder.close()
+            self.arrivals.close()
 
     def now(self) -> float:
         return self.inner.now()
@@ -61,6 +69,9 @@ class RecordingSource(CameraSource):
     def poll(self, t: float | None = None) -> list[Frame]:
         frames = self.inner.poll(t)
         self.recorder.write_all(frames)
+        arrival = self.inner.now() if t is None else t
+        for frame in frames:
+            self.arrivals.row([arrival, frame.serial, frame.timestamp])
         return frames
 
 
@@ -71,7 +82,8 @@ class _Table:
         self.writer.writerow(columns)
 
     def row(self, values) -> None:
-        self.writer.writerow([f"{v:.6g}" if isinstance(v, (float, np.floating)) else v for v in values])
+        # repr-exact floats: a replay must find the same times (a frame's exposure, its tick)
+        self.writer.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in values])
         self.file.flush()
 
     def close(self) -> None:
@@ -90,14 +102,23 @@ class SessionRecording:
         self.sensor = _Table(self.out / "sensor.csv", SENSOR_COLUMNS)
         self.ground_truth = _Table(self.out / "ground_truth.csv", GROUND_TRUTH_COLUMNS) if with_ground_truth else None
 
-    def camera_recorder(self, cameras: list[CameraInfo], fps: float) -> Recorder:
-        return Recorder(self.out / "cameras", cameras, fps=fps)
+    def recording_source(self, source: CameraSource, cameras: list[CameraInfo], fps: float, lossless: bool) -> RecordingSource:
+        recorder = Recorder(self.out / "cameras", cameras, fps=fps, lossless=lossless)
+        return RecordingSource(source, recorder, self.out / "frames.csv")
+
+    def save_backgrounds(self, backgrounds: dict[str, np.ndarray]) -> None:
+        (self.out / "backgrounds").mkdir(exist_ok=True)
+        for serial, image in backgrounds.items():
+            np.save(self.out / "backgrounds" / f"{serial}.npy", np.asarray(image, dtype=np.float32))
+
+    def record_follower(self, t: float, q: np.ndarray, health: str) -> None:
+        self.follower.row([t, *q, health])
 
     def record(self, t: float, report: TickReport, block_pose: np.ndarray, robot_q: np.ndarray,
                follower_q: np.ndarray | None, follower_health: str, ground_truth: np.ndarray | None) -> None:
         self.twin.row([t, *block_pose, *robot_q])
         if follower_q is not None:
-            self.follower.row([t, *follower_q, follower_health])
+            self.record_follower(t, follower_q, follower_health)
         reading = report.reading
         if reading is not None:
             self.sensor.row([t, reading.loss_before, reading.loss_after, float(reading.residual[0]),

@@ -19,7 +19,7 @@ import numpy as np
 
 from real_is_sim.bridge.compose import Bridge, build_bridge
 from real_is_sim.bridge.config import BridgeCfg
-from real_is_sim.bridge.recording import RecordingSource, SessionRecording
+from real_is_sim.bridge.recording import SessionRecording
 from real_is_sim.errors import RealIsSimError
 from real_is_sim.transforms import rotation_angle_between
 from real_is_sim_tasks.pusht import is_success
@@ -61,6 +61,11 @@ class DeploySession:
         except BaseException:
             self.recording.close()
             raise
+        if self.bridge.loop.sensor is not None:
+            self.recording.save_backgrounds({c.name: c.background for c in self.bridge.loop.sensor.cameras})
+        if self.bridge.follower is not None:  # where the arm starts: a replay renders it there until the first tick
+            follower = self.bridge.follower
+            self.recording.record_follower(0.0, follower.read_state().q, follower.health().status.name)
         self.view = None
         if cfg.recording.rerun:
             from real_is_sim.bridge.live_view import LiveView
@@ -71,7 +76,7 @@ class DeploySession:
     def _record_cameras(self, source, cameras):
         # The stand-in renders once per control tick; real cameras at their own rate (a hint for the encoder only).
         fps = self.cfg.cameras.fps if self.cfg.cameras.source == "realsense" else (self.cfg.twin.control_hz or 60.0)
-        return RecordingSource(source, self.recording.camera_recorder(cameras, fps))
+        return self.recording.recording_source(source, cameras, fps, self.cfg.recording.lossless)
 
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None) -> SessionResult:
         """Run until ``duration_s`` (default ``cfg.duration_s``) of twin time, a ``stop`` request, Ctrl-C or a stage
@@ -113,8 +118,7 @@ class DeploySession:
         t = bridge.loop.t
         q_target = _stage("policy", bridge.policy, t)
         report = _stage("loop", bridge.loop.tick, q_target)
-        if bridge.standin is not None:
-            _stage("stand-in", bridge.standin.advance)
+        _stage("reality", bridge.advance_reality)
         truth = bridge.ground_truth()
         twin_pose = bridge.twin.object_poses()[0, 0]
         if truth is not None:

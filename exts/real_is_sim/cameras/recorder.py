@@ -39,15 +39,17 @@ _MUXER_OPTIONS = {"movflags": "frag_every_frame+empty_moov+default_base_moof", "
 class _CameraTrack:
     """One camera's video file and the timestamps of the frames muxed into it."""
 
-    def __init__(self, info: CameraInfo, video_path: Path, fps: float, crf: int, preset: str) -> None:
+    def __init__(self, info: CameraInfo, video_path: Path, fps: float, crf: int, preset: str, lossless: bool) -> None:
         self.info = info
         self.container = av.open(str(video_path), "w", format="mp4", options=dict(_MUXER_OPTIONS))
         # zerolatency: no lookahead or B-frames, so each frame's packet is muxed as soon as it is encoded.
         # A keyframe every second of video bounds what a seek in the replay has to decode.
-        options = {"preset": preset, "tune": "zerolatency", "crf": str(crf), "g": str(max(1, round(fps)))}
-        self.stream = self.container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1000), options=options)
+        options = {"preset": preset, "tune": "zerolatency", "crf": "0" if lossless else str(crf), "g": str(max(1, round(fps)))}
+        # lossless: x264 on the RGB pixels at crf 0 (yuv420p at crf 0 still loses the colour conversion and chroma).
+        codec = "libx264rgb" if lossless else "libx264"
+        self.stream = self.container.add_stream(codec, rate=Fraction(fps).limit_denominator(1000), options=options)
         self.stream.width, self.stream.height = info.width, info.height
-        self.stream.pix_fmt = "yuv420p"
+        self.stream.pix_fmt = "rgb24" if lossless else "yuv420p"
         self.stream.time_base = _TIME_BASE
         self.stream.codec_context.time_base = _TIME_BASE  # else the encoder rounds pts to 1/fps
         try:
@@ -88,7 +90,8 @@ class Recorder:
     frames' timestamps). ``crf`` is x264's quality (lower is better; 18 is nearly transparent).
     ``preset`` is x264's speed preset: "ultrafast" (about 1.5-4 ms per 480x270 frame on a loaded
     2-core machine; see docs/cameras.md) keeps up with three 90 Hz cameras, at larger files than
-    slower presets.
+    slower presets. ``lossless`` stores the exact pixels (libx264rgb at crf 0; files ~10x larger): a replay
+    then sees exactly what the live loop saw.
     """
 
     def __init__(
@@ -99,12 +102,13 @@ class Recorder:
         crf: int = 18,
         preset: str = "ultrafast",
         flush_interval: float = 0.5,
+        lossless: bool = False,
     ) -> None:
         infos = list(cameras.values()) if isinstance(cameras, Mapping) else list(cameras)
         if not infos:
             raise DataError("Recorder needs at least one camera")
         for info in infos:
-            if info.width % 2 or info.height % 2:
+            if not lossless and (info.width % 2 or info.height % 2):
                 raise DataError(f"camera {info.serial}: H.264 (yuv420p) needs even width and height, got {info.width}x{info.height}")
         if not fps > 0:
             raise ConfigError(f"Recorder fps must be positive, got {fps}")
@@ -118,7 +122,7 @@ class Recorder:
         self._tracks: dict[str, _CameraTrack] = {}
         try:
             for info in infos:
-                self._tracks[info.serial] = _CameraTrack(info, self._video_path(info.serial), fps, crf, preset)
+                self._tracks[info.serial] = _CameraTrack(info, self._video_path(info.serial), fps, crf, preset, lossless)
         except BaseException:
             for track in self._tracks.values():
                 track.container.close()
