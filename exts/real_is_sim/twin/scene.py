@@ -26,6 +26,7 @@ PUSHER_BODY = "panda_hand_tcp"
 class ContactSettings:
     gap: float  # extra detection distance [m] beyond touching (Newton's builder default is 0.1 m)
     margin: float  # outward offset of the colliders [m]
+    friction_max: bool = False  # the solver takes the larger of two shapes' mu (MuJoCo), not their average (XPBD)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,15 @@ class WorldLayout:
     joint_dofs: int
 
 
+def _shape_cfg(mu: float, contact: ContactSettings, **kwargs) -> newton.ModelBuilder.ShapeConfig:
+    """Collider settings: Coulomb friction ``mu`` only. Newton's default torsional (0.005 m) and rolling (0.0001 m)
+    friction would add 0.005 m x the block's weight (0.01 N m for 0.2 kg) of resistance to turning on top of what
+    its spread of sphere contacts gives; point contacts have none, nor has MuJoCo with condim 3 (docs/isaaclab.md)."""
+    return newton.ModelBuilder.ShapeConfig(
+        mu=mu, mu_torsional=0.0, mu_rolling=0.0, gap=contact.gap, margin=contact.margin, **kwargs
+    )
+
+
 def add_block(builder: newton.ModelBuilder, geometry: BlockGeometry, physical: PhysicalParams, contact: ContactSettings) -> int:
     """A free rigid body with fixed-radius sphere colliders; mass, COM and inertia set explicitly (spheres carry none)."""
     body = builder.add_body(
@@ -55,14 +65,14 @@ def add_block(builder: newton.ModelBuilder, geometry: BlockGeometry, physical: P
         lock_inertia=True,
         label=BLOCK_LABEL,
     )
-    cfg = newton.ModelBuilder.ShapeConfig(density=0.0, mu=physical.friction_table, gap=contact.gap, margin=contact.margin)
+    cfg = _shape_cfg(physical.friction_table, contact, density=0.0)
     for center in geometry.centers:
         builder.add_shape_sphere(body, xform=wp.transform(wp.vec3(*center), wp.quat_identity()), radius=geometry.radius, cfg=cfg)
     return body
 
 
 def add_table(builder: newton.ModelBuilder, plane: np.ndarray, physical: PhysicalParams, contact: ContactSettings) -> int:
-    cfg = newton.ModelBuilder.ShapeConfig(mu=physical.friction_table, gap=contact.gap, margin=contact.margin)
+    cfg = _shape_cfg(physical.friction_table, contact)
     return builder.add_shape_plane(plane=tuple(float(v) for v in plane), width=0.0, length=0.0, cfg=cfg, label="table")
 
 
@@ -89,9 +99,11 @@ def add_robot(builder: newton.ModelBuilder, robot: RobotCfg, physical: PhysicalP
     for shape in range(first_shape, builder.shape_count):
         builder.shape_flags[shape] &= ~int(newton.ShapeFlags.COLLIDE_SHAPES)
     pusher_body = next(i for i, label in enumerate(builder.body_label) if label.endswith("/" + PUSHER_BODY))
-    # Pusher mu such that the pusher-block average (Newton's rule) is friction_pusher.
-    pusher_mu = 2.0 * physical.friction_pusher - physical.friction_table
-    cfg = newton.ModelBuilder.ShapeConfig(density=0.0, mu=pusher_mu, gap=contact.gap, margin=contact.margin)
+    # Pusher mu such that the pusher-block pair gets friction_pusher: under the average rule (XPBD) exactly; under
+    # MuJoCo's max rule when friction_pusher >= friction_table (the block's mu).
+    average = 2.0 * physical.friction_pusher - physical.friction_table
+    pusher_mu = physical.friction_pusher if contact.friction_max else average
+    cfg = _shape_cfg(pusher_mu, contact, density=0.0)
     builder.add_shape_capsule(
         pusher_body,
         xform=wp.transform(wp.vec3(0.0, 0.0, robot.pusher_offset), wp.quat_identity()),

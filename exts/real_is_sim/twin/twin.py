@@ -89,6 +89,12 @@ def _apply_body_forces(
     )
 
 
+@wp.kernel
+def _scatter(index: wp.array[int], value: wp.array[float], out: wp.array[float]):
+    i = wp.tid()
+    out[index[i]] = value[i]
+
+
 def _as_numpy(value) -> np.ndarray:
     if isinstance(value, wp.array):
         return value.numpy()
@@ -136,7 +142,7 @@ class Twin:
         self.sim_dt = self.control_dt / self.cfg.substeps
         self.geometry = block_geometry(task)
 
-        contact = ContactSettings(gap=self.cfg.contact_gap, margin=self.cfg.contact_margin)
+        contact = ContactSettings(gap=self.cfg.contact_gap, margin=self.cfg.contact_margin, friction_max=self.cfg.solver == "mujoco")
         gravity = (0.0, 0.0, self.cfg.gravity)
         world, self.layout = build_world(task, self.geometry, contact, gravity)
         builder = newton.ModelBuilder(gravity=gravity)
@@ -174,7 +180,12 @@ class Twin:
         self._angular_damping = wp.array(ang, dtype=float, device=self.cfg.device)
         self._q_cmd = np.zeros((self.num_worlds, 7))  # the robot's actual (commanded) arm joints
         self._q_target = np.zeros((self.num_worlds, 7))
-        self._joint_q = self.model.joint_q.numpy()
+        # The robot's joint coordinates (arm, then fingers) and dofs, written each substep without touching the
+        # block's: SolverMuJoCo integrates the block from state.joint_q/joint_qd, so rewriting them would pin it.
+        robot_q = np.concatenate([self._arm_q, self._finger_q], axis=1).ravel()
+        robot_dof = np.concatenate([self._arm_dof, self._finger_dof], axis=1).ravel()
+        self._robot_q_index = wp.array(robot_q, dtype=int, device=self.cfg.device)
+        self._robot_dof_index = wp.array(robot_dof, dtype=int, device=self.cfg.device)
         self.object_wrench = np.zeros((self.num_worlds, len(self.object_names), 6))
         self._ik_q = wp.zeros_like(self.model.joint_q)
         self._ik_qd = wp.zeros_like(self.model.joint_qd)
@@ -193,6 +204,7 @@ class Twin:
         # Joint targets are indexed by coordinate (joint_target_q_start), velocities by dof. The robot comes first in
         # each world and its joints are 1-dof or fixed, so its coordinate and dof indices agree within a world.
         self._arm_dof = offsets * lay.joint_dofs + np.asarray(lay.arm_q)[None]
+        self._finger_dof = offsets * lay.joint_dofs + np.asarray(lay.finger_q)[None]
         body_world = self.model.body_world.numpy()
         if not np.all(body_world[self._object_bodies[:, 0]] == np.arange(n)):
             raise RuntimeError("replicated worlds are not laid out world after world")
@@ -207,7 +219,8 @@ class Twin:
         if cfg.solver == "featherstone":
             return newton.solvers.SolverFeatherstone(self.model)
         try:
-            return newton.solvers.SolverMuJoCo(self.model, use_mujoco_contacts=False)
+            # elliptic: the isotropic Coulomb cone (MuJoCo's default pyramid makes sliding friction direction-dependent)
+            return newton.solvers.SolverMuJoCo(self.model, use_mujoco_contacts=False, cone="elliptic")
         except ImportError as exc:
             raise ConfigError(f"solver 'mujoco' needs the mujoco_warp package: {exc}") from None
 
@@ -244,7 +257,7 @@ class Twin:
             robot_q = np.broadcast_to(np.asarray(self.task.robot.q_start), (len(ids), 7))
         q = self._checked("robot_q", robot_q, (len(ids), 7))
 
-        joint_q = self._joint_q
+        joint_q = self.state.joint_q.numpy().copy()  # other worlds keep their state
         joint_q[self._arm_q[ids]] = q
         joint_q[self._finger_q[ids]] = self.task.robot.finger_q
         joint_q[self._block_q[ids]] = poses.reshape(len(ids), -1)  # free joint coordinates = body pose (one object)
@@ -293,12 +306,11 @@ class Twin:
         """Advance the arm one substep toward its targets and write its links' poses and twists (kinematic bodies)."""
         step = np.clip((self._q_target - self._q_cmd) * gain, -franka.QD_MAX * self.sim_dt, franka.QD_MAX * self.sim_dt)
         self._q_cmd = self._q_cmd + step
-        self._joint_q[self._arm_q] = self._q_cmd
-        self._joint_q[self._finger_q] = self.task.robot.finger_q
-        joint_qd = np.zeros(self.model.joint_dof_count, dtype=np.float32)
-        joint_qd[self._arm_dof] = step / self.sim_dt
-        self.state.joint_q.assign(self._joint_q)
-        self.state.joint_qd.assign(joint_qd)
+        fingers = np.full(self._finger_q.shape, self.task.robot.finger_q)
+        q = np.concatenate([self._q_cmd, fingers], axis=1).ravel()
+        qd = np.concatenate([step / self.sim_dt, np.zeros_like(fingers)], axis=1).ravel()
+        for index, value, out in ((self._robot_q_index, q, self.state.joint_q), (self._robot_dof_index, qd, self.state.joint_qd)):
+            wp.launch(_scatter, dim=len(value), inputs=[index, wp.array(value, dtype=float, device=self.cfg.device)], outputs=[out], device=self.cfg.device)
         newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=self._robot_articulations)
 
     # ---- state views ---------------------------------------------------------------------------------------
