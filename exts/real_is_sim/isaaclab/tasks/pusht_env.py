@@ -1,8 +1,10 @@
 """The PushT direct-workflow env: push the T-block onto the goal pose; success by ground truth.
 
-Observations: the block's pose in the env frame (position, quaternion xyzw), then the 7 arm joints. Actions: 7 absolute arm joint position targets [rad]. Reward: minus the goal distance and weighted yaw
-error, plus a bonus on success; an episode ends on success (:func:`real_is_sim_tasks.pusht.is_success`), when
-the block falls off the table, or at the time limit. With ``scene.visual_force`` set, every control step pushes
+Observations: the block's pose in the env frame (position, quaternion xyzw), then the 7 arm joints, under "policy";
+with ``cfg.cameras`` set, each virtual camera's image (the block's Gaussians) under "<name>_rgb". Actions: 7 absolute
+arm joint position targets [rad]. Reward: minus the goal distance and weighted yaw error, plus a bonus on success; an
+episode ends on success (:func:`real_is_sim_tasks.pusht.is_success`), when the block falls off the table, or at the
+time limit. With ``scene.visual_force`` set, every control step pushes
 the block with the visual-force sensor's wrench through :class:`real_is_sim.isaaclab.actuator.VisualForceActuator`.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 from isaaclab.envs import DirectRLEnv
@@ -28,7 +31,12 @@ class PushTEnv(DirectRLEnv):
 
     def __init__(self, cfg: PushTEnvCfg, render_mode: str | None = None, **kwargs):
         self.task = cfg.load_task()
+        cfg.set_cameras(self.task)  # the camera fields may have changed since the config was built
         super().__init__(cfg, render_mode, **kwargs)
+        self.cameras = {name: self.scene[f"{name}_camera"] for name in cfg.cameras}
+        for name in cfg.cameras:
+            shape = (cfg.camera_height, cfg.camera_width, 3)
+            self.single_observation_space[f"{name}_rgb"] = gym.spaces.Box(0, 255, shape, np.uint8)
         self.block = self.scene["block"]
         self.robot = self.scene["robot"]
         self.visual_force = self.scene["visual_force"] if cfg.scene.visual_force is not None else None
@@ -64,7 +72,12 @@ class PushTEnv(DirectRLEnv):
 
     def _get_observations(self) -> dict:
         q = self.robot.data.joint_pos.torch[:, self.arm_joint_ids]
-        return {"policy": torch.cat([self.block_pose(), q], dim=-1)}
+        observations = {"policy": torch.cat([self.block_pose(), q], dim=-1)}
+        for name, camera in self.cameras.items():
+            # rendered here, on first access after the physics moved (lazy sensor update); a copy, since the
+            # camera's buffer is overwritten by its next render
+            observations[f"{name}_rgb"] = camera.data.output["rgb"].torch.clone()
+        return observations
 
     def _get_rewards(self) -> torch.Tensor:
         distance, yaw_error = (torch.as_tensor(e, dtype=torch.float32, device=self.device) for e in self.goal_errors())
