@@ -42,8 +42,10 @@ class SessionResult:
     loop_hz: float
     stopped_by: str  # "duration" | "interrupt" | "stop request" | "<stage> failed"
     success: bool | None  # ground truth: reality's block at the goal (the stand-in's; None without ground truth)
-    sync_error_mm_median: float | None
+    sync_error_mm_median: float | None  # twin vs the stand-in's ground truth, every tick
     sync_error_deg_median: float | None
+    sync_error_mm_p95: float | None
+    sync_error_deg_p95: float | None
     follower_health: str | None
     recording: str
 
@@ -146,6 +148,8 @@ class DeploySession:
             success=bool(is_success(truth[0], bridge.twin.task.goal)) if truth is not None else None,
             sync_error_mm_median=round(float(np.median(errors[:, 0])) * 1e3, 2) if errors is not None else None,
             sync_error_deg_median=round(float(np.degrees(np.median(errors[:, 1]))), 2) if errors is not None else None,
+            sync_error_mm_p95=round(float(np.percentile(errors[:, 0], 95)) * 1e3, 2) if errors is not None else None,
+            sync_error_deg_p95=round(float(np.degrees(np.percentile(errors[:, 1], 95))), 2) if errors is not None else None,
             follower_health=bridge.follower.health().status.name if bridge.follower is not None else None,
             recording=str(self.recording.out),
         )
