@@ -162,3 +162,21 @@ def test_command_line_bad_override_is_one_line_exit_2():
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1].startswith("real-is-sim deploy: invalid BridgeCfg config")
     assert "Traceback" not in out.stderr
+
+
+def test_a_background_session_stops_cleanly_on_request(tmp_path):
+    import time
+
+    from real_is_sim.bridge.background import BackgroundSession
+    from real_is_sim.errors import RealIsSimError
+
+    background = BackgroundSession()
+    cfg = load_bridge_cfg("standin", overrides=[*SMALL, f"recording.out={tmp_path / 's'}", "duration_s=60"])
+    background.start(cfg)
+    with pytest.raises(RealIsSimError, match="already running"):
+        background.start(cfg)
+    time.sleep(2.0)
+    result = background.stop()
+    assert not background.running and background.error is None
+    assert result.stopped_by == "stop request" and 0 < result.ticks < 3600
+    assert result.follower_health == "STOPPED"

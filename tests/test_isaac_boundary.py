@@ -47,7 +47,16 @@ def test_extension_manifest_names_the_adapter_module():
     assert {"version", "title"} <= set(manifest["package"])
     assert "dependencies" in manifest
     assert [m["name"] for m in manifest["python"]["module"]] == ["real_is_sim.isaaclab.kit"]
+    module_path = REPO_ROOT / manifest["python"]["module"][0]["path"] / "real_is_sim" / "isaaclab" / "kit.py"
+    assert module_path.is_file()
     assert manifest["package"]["version"] == real_is_sim.__version__
+    for key in ("changelog", "readme"):  # Kit's registry reads both
+        assert (REPO_ROOT / manifest["package"][key]).is_file(), key
+    # Kit ships its own pxr, warp, newton and torch: the extension must not pip-install them into it
+    from packaging.requirements import Requirement
+
+    names = {Requirement(r).name for r in manifest["python"]["pipapi"]["requirements"]}
+    assert not names & {"usd-core", "usd-exchange", "warp-lang", "newton", "torch", "isaaclab"}, names
 
 
 def test_isaaclab_package_without_isaaclab_names_what_is_missing():
