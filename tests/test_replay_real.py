@@ -93,12 +93,14 @@ def test_missing_recording_is_one_clear_error(tmp_path):
         replay_real(tmp_path / "out", ReplayCfg(recording=str(tmp_path / "nowhere")))
 
 
-def test_cli_reports_missing_recording(tmp_path, monkeypatch):
+def test_cli_reports_missing_recording(tmp_path, monkeypatch, capsys):
     argv = ["replay_real.py", "--out", str(tmp_path / "out"), "--recording", str(tmp_path / "nowhere")]
     monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(REPO / "scripts" / "replay_real.py"), run_name="__main__")
-    assert "no recording at" in str(exit_info.value.code)  # one line, no traceback
+    assert exit_info.value.code == 2
+    stderr = capsys.readouterr().err.strip().splitlines()
+    assert len(stderr) == 1 and stderr[0].startswith("real-is-sim replay: no recording at")  # one line, no traceback
 
 
 def test_bad_settings_are_config_errors():
