@@ -180,3 +180,21 @@ def test_a_background_session_stops_cleanly_on_request(tmp_path):
     assert not background.running and background.error is None
     assert result.stopped_by == "stop request" and 0 < result.ticks < 3600
     assert result.follower_health == "STOPPED"
+
+
+def test_a_follower_that_stops_following_ends_the_session(tmp_path):
+    # e.g. its watchdog stopped it because the loop fell behind: the twin must not go on without the robot
+    cfg = load_bridge_cfg("standin", overrides=[*SMALL, f"recording.out={tmp_path / 's'}"])
+    session = DeploySession(cfg)
+    policy = session.bridge.policy
+
+    def stop_the_arm_at_tick_10(t):
+        if round(t * 60) == 10:
+            session.bridge.follower.stop()
+        return policy(t)
+
+    session.bridge.policy = stop_the_arm_at_tick_10
+    with pytest.raises(StageError, match="follower stage failed.*stopped") as failure:
+        session.run(duration_s=1.0)
+    assert failure.value.stage == "follower"
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["ticks"] == 10

@@ -21,6 +21,7 @@ from real_is_sim.bridge.compose import Bridge, build_bridge
 from real_is_sim.bridge.config import BridgeCfg
 from real_is_sim.bridge.recording import SessionRecording
 from real_is_sim.errors import RealIsSimError
+from real_is_sim.robot.follower import FollowerError, HealthStatus
 from real_is_sim.transforms import rotation_angle_between
 from real_is_sim_tasks.pusht import is_success
 
@@ -121,6 +122,8 @@ class DeploySession:
         q_target = _stage("policy", bridge.policy, t)
         report = _stage("loop", bridge.loop.tick, q_target)
         _stage("reality", bridge.advance_reality)
+        if self.cfg.loop.follow_real:
+            _stage("follower", _check_following, bridge.follower)
         truth = bridge.ground_truth()
         twin_pose = bridge.twin.object_poses()[0, 0]
         if truth is not None:
@@ -153,6 +156,14 @@ class DeploySession:
             follower_health=bridge.follower.health().status.name if bridge.follower is not None else None,
             recording=str(self.recording.out),
         )
+
+
+def _check_following(follower) -> None:
+    """A follower that stopped following (its watchdog stopped it: the loop fell behind its rate; a reflex; a lost
+    connection) ends the session: the twin would go on without the real robot."""
+    health = follower.health()
+    if health.status in (HealthStatus.STOPPED, HealthStatus.REFLEX, HealthStatus.ERROR):
+        raise FollowerError(f"the follower is {health.status.value}: {health.message}")
 
 
 def _stage(name: str, fn, *args):
