@@ -106,14 +106,7 @@ def move_arm_to(q_target: np.ndarray, tolerance_rad: float = 2e-3, timeout_s: fl
     only, not the product path: the joint-space path from home leaves the safety layer's workspace box."""
     robot = FrankyFollower(franky_sim_follower_cfg().franky)
     try:
-        robot.start()
-        robot.send(q_target, robot.now())
-        deadline = time.monotonic() + timeout_s
-        while np.max(np.abs(robot.read_state().q - q_target)) > tolerance_rad:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"franky-sim's arm did not reach {q_target} within {timeout_s} s "
-                                   f"(at {robot.read_state().q}, {robot.health()})")
-            time.sleep(0.02)
+        robot.move_to(q_target, tolerance_rad, timeout_s)
     finally:
         robot.close()
 

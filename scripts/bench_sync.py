@@ -4,7 +4,7 @@
     python scripts/bench_sync.py --quick         # 1 draw x 1 push, no ablation (a smoke run)
 
 Each run: the stand-in world draws hidden physical parameters (friction, mass, COM, damping) and starts its block
-displaced from the twin's (up to 1.5 cm, 6 deg); the twin robot runs a scripted push (twin.scripted.push_plan); the stand-in robot follows
+displaced from the twin's (up to 1.5 cm, 6 deg); the twin robot runs a scripted push (real_is_sim_tasks.pusht.scripted.push_plan); the stand-in robot follows
 it through the lagging simulated follower; the twin sees only the stand-in's rendered frames (3 cameras,
 480x270, noise, 33 ms latency, 2 % dropped frames). Error = twin block vs stand-in block, every tick.
 Writes docs-ready figures to --out (plot of error over time). Last stdout line: one JSON object.
@@ -22,8 +22,8 @@ from real_is_sim.bridge import Bridge, BridgeCfg, build_bridge
 from real_is_sim.loop import LoopCfg
 from real_is_sim.standin.world import StandInCfg
 from real_is_sim.transforms import quat_rotate, yaw_of
-from real_is_sim.twin.scripted import ScriptedPusher, push_plan
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
+from real_is_sim_tasks.pusht.scripted import ScriptedPusher, push_plan
 from real_is_sim.cli import quiet_warp
 
 def push_targets(session: Bridge, lateral: float) -> np.ndarray:

@@ -17,8 +17,8 @@ import numpy as np
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.transforms import quat_rotate, rotation_angle_between
 from real_is_sim.twin import Twin, TwinCfg
-from real_is_sim.twin.scripted import ScriptedPusher
 from real_is_sim_tasks.pusht import REAL_YAML, load_pusht_cfg
+from real_is_sim_tasks.pusht.scripted import ScriptedPusher
 from real_is_sim.cli import quiet_warp
 
 PUSH_Z = 0.035

@@ -25,7 +25,7 @@ def main() -> None:
         task = load_pusht_cfg(REAL_YAML)
     else:
         task = load_pusht_cfg(REAL_YAML, [f"block.object_file={args.object}"])
-    path = write_scene(args.out, task)
+    path = write_scene(args.out, task, goal_pose=task.goal.pose)
     print(json.dumps({"usd": str(path), "block_source": task.block.source}))
 
 

@@ -6,7 +6,7 @@ Each push runs on the core twin (XPBD, its default; and MuJoCo with Newton's con
 (Newton MJWarp with MuJoCo's own contacts, 240 Hz, one env):
 - ``robot_x<offset>mm`` (one per ``--offsets``): the Franka's pusher moves 12 cm along +y at 0.1 m/s from 16 cm
   behind the block's centre of spheres, shifted by the offset along x (sideways to the push), then 0.5 s of rest
-  (the joint path of ``real_is_sim.twin.scripted.ScriptedPusher``, as in scripts/bench_twin.py); the env is given
+  (the joint path of ``real_is_sim_tasks.pusht.scripted.ScriptedPusher``, as in scripts/bench_twin.py); the env is given
   the same joint targets every control step.
 - ``wrench``: a force and torque at the block's COM, 0.5 s on then 0.5 s of free sliding, written into the twin's
   ``object_wrench`` and, in Isaac Lab, through ``VisualForceActuator`` (no damping) into the block's wrench composer:
@@ -26,9 +26,9 @@ import torch
 
 from real_is_sim.transforms import quat_rotate, yaw_of
 from real_is_sim.twin import Twin, TwinCfg
-from real_is_sim.twin.scripted import ScriptedPusher
 from real_is_sim.twin.tblock import block_geometry
 from real_is_sim_tasks.pusht import load_pusht_cfg
+from real_is_sim_tasks.pusht.scripted import ScriptedPusher
 
 CONTROL_DT = 1.0 / 60.0
 PUSH_TICKS, SLIDE_TICKS = 30, 30

@@ -198,3 +198,14 @@ def test_a_follower_that_stops_following_ends_the_session(tmp_path):
         session.run(duration_s=1.0)
     assert failure.value.stage == "follower"
     assert json.loads((tmp_path / "s" / "summary.json").read_text())["ticks"] == 10
+
+
+def test_a_session_refuses_to_start_with_the_arm_away_from_the_twin_robot(tmp_path):
+    cfg = load_bridge_cfg("standin", overrides=[*SMALL, f"recording.out={tmp_path / 's'}"])
+    session = DeploySession(cfg)
+    twin = session.bridge.twin
+    away = twin.robot_q()[0] + 0.2  # the twin robot starts elsewhere than the arm is
+    twin.reset(robot_q=away[None])
+    with pytest.raises(StageError, match=r"follower stage failed.*0\.200 rad from the twin robot's start"):
+        session.run(duration_s=0.5)
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["ticks"] == 0

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.kitless
 from real_is_sim.render.clouds import render_clouds  # noqa: E402
 from real_is_sim.standin.cameras import ring_cameras  # noqa: E402
 from real_is_sim.transforms import quat_rotate  # noqa: E402
-from real_is_sim.twin.scripted import ScriptedPusher  # noqa: E402
 from real_is_sim.twin.tblock import block_geometry  # noqa: E402
+from real_is_sim_tasks.pusht.scripted import ScriptedPusher  # noqa: E402
 
 NUM_ENVS = 2
 WIDTH, HEIGHT = 64, 48

@@ -5,12 +5,13 @@ import pytest
 
 from real_is_sim.correction.sensor import VisualForceSensorCfg
 from real_is_sim.loop import LoopCfg, OnlineLoop
+from real_is_sim.cell import PhysicalParams
 from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
 from real_is_sim.bridge import BridgeCfg, build_bridge
 from real_is_sim.bridge.config import CamerasCfg
 from real_is_sim.standin.world import StandInCfg
 from real_is_sim.twin import Twin
-from real_is_sim_tasks.pusht.config import PhysicalParams, load_pusht_cfg
+from real_is_sim_tasks.pusht.config import load_pusht_cfg
 
 
 def _session(visual_forces=True, offset=(0.015, -0.01, 0.08), **standin):

@@ -7,9 +7,9 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.twin import Twin, TwinCfg
 from real_is_sim.twin.twin import contact_capacity
 from real_is_sim.transforms import quat_rotate
-from real_is_sim.twin.scripted import ScriptedPusher
 from real_is_sim.twin.tblock import table_plane
 from real_is_sim_tasks.pusht import REAL_YAML, load_pusht_cfg
+from real_is_sim_tasks.pusht.scripted import ScriptedPusher
 
 PUSH_Z = 0.035  # pusher centre height: the capsule's bottom just above the z = 0 table
 

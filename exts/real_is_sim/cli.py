@@ -1,8 +1,10 @@
-"""The ``real-is-sim`` command: deploy, demo, replay.
+"""The ``real-is-sim`` command: deploy, demo, replay, export-usd.
 
     real-is-sim deploy [--preset standin|real_cell] [--config FILE] [--follower franky --robot-ip IP] [key=value ...]
+    real-is-sim home [--robot-ip IP]       (before a deploy with a Franka: move it to the twin robot's start)
     real-is-sim demo [--out out/demo]
     real-is-sim replay --out DIR [--max-frames N]
+    real-is-sim export-usd SESSION_DIR [--out FILE]
 
 Each prints a short human summary and, on its last stdout line, one JSON object. Bad input ends in one line on
 stderr naming the problem (exit 2); a session stopped by a failing stage exits 1, by Ctrl-C 130.
@@ -104,6 +106,35 @@ def deploy(args) -> int:
     return EXIT_INTERRUPTED if result.stopped_by == "interrupt" else 0
 
 
+def _home_parser(sub) -> None:
+    from real_is_sim.bridge.config import PRESETS
+
+    p = sub.add_parser("home", help="move the Franka (franky) to the twin robot's start pose before a deploy session",
+                       description="One slow joint motion of the Franka to the task's start pose (a straight line in "
+                                   "joint space: check the path is clear), then the connection is released.")
+    p.add_argument("--preset", default="real_cell", choices=PRESETS)
+    p.add_argument("--config", help="a YAML file merged over the preset")
+    p.add_argument("--robot-ip", help="the Franka's FCI address (a loopback address is a simulator)")
+    p.add_argument("overrides", nargs="*", help="config overrides")
+
+
+def home(args) -> int:
+    from real_is_sim.bridge.config import load_bridge_cfg
+    from real_is_sim.robot.franky_follower import FrankyFollower
+    from real_is_sim.task import import_task
+
+    args.follower, args.seconds, args.out, args.rerun, args.replay = "franky", None, None, False, None
+    cfg = load_bridge_cfg(args.preset, args.config, deploy_overrides(args))
+    q_start = import_task(cfg.task_module).load_cfg(cfg.task).robot.q_start
+    robot = FrankyFollower(cfg.follower.franky)
+    try:
+        robot.move_to(q_start)
+        print(json.dumps({"robot": cfg.follower.franky.address, "q": [round(float(v), 4) for v in robot.read_state().q]}))
+    finally:
+        robot.close()
+    return 0
+
+
 # -- demo -----------------------------------------------------------------------------------------------------
 
 DEMO_OFFSET = [0.015, -0.01, 0.1]  # reality's block starts 1.8 cm and 5.7 deg from where the twin believes it is
@@ -182,7 +213,26 @@ def replay(args) -> int:
     return 0
 
 
-COMMANDS = {"deploy": (_deploy_parser, deploy), "demo": (_demo_parser, demo), "replay": (_replay_parser, replay)}
+# -- export-usd -----------------------------------------------------------------------------------------------
+
+
+def _export_usd_parser(sub) -> None:
+    p = sub.add_parser("export-usd", help="a recorded session as a time-sampled USD stage (usdview, Isaac Sim)",
+                       description="Write a recorded deploy session as one .usda: the twin's block (spheres, "
+                                   "Gaussians) and robot links per 60 Hz tick, reality's block when recorded.")
+    p.add_argument("session_dir", metavar="SESSION_DIR", help="a deploy session's recording directory")
+    p.add_argument("--out", help="the USD file (default: SESSION_DIR/session.usda)")
+
+
+def export_usd(args) -> int:
+    from real_is_sim.bridge.usd_export import export_session_usd, session_usd_summary
+
+    print(json.dumps(session_usd_summary(export_session_usd(args.session_dir, args.out))))
+    return 0
+
+
+COMMANDS = {"deploy": (_deploy_parser, deploy), "home": (_home_parser, home), "demo": (_demo_parser, demo), "replay": (_replay_parser, replay),
+            "export-usd": (_export_usd_parser, export_usd)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,10 +37,10 @@ from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
 from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.render.pose_fit import silhouette_iou
+from real_is_sim.task import DEFAULT_TASK, import_task
 from real_is_sim.transforms import quat_rotate
 from real_is_sim.twin import Twin, TwinCfg
 from real_is_sim.twin.tblock import rest_on_table, table_plane
-from real_is_sim_tasks.pusht.config import REAL_YAML, load_pusht_cfg
 
 TRAJECTORY_COLUMNS = ("t", "x", "y", "z", "qx", "qy", "qz", "qw")
 
@@ -58,6 +58,10 @@ def tuned_sensor_cfg() -> VisualForceSensorCfg:
 @dataclass
 class ReplayCfg:
     recording: str = "sample_demos/0"  # relative to the shared data directory, or absolute
+    # The cell of the recording: a task module (real_is_sim.task.Task) and its YAML (the real table plane and
+    # scanned T-block), as in BridgeCfg.
+    task_module: str = DEFAULT_TASK
+    task: str = "pusht_real.yaml"
     max_frames: int | None = None  # replay up to this frame index per camera (None: the whole clip)
     # The real block is pushed by a robot the twin cannot see: the twin's motion since a frame's exposure is it
     # following a moving block, not its own overshoot (LoopCfg.pull_from_current).
@@ -156,7 +160,7 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
     recording = _recording_dir(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    task = load_pusht_cfg(REAL_YAML)
+    task = import_task(cfg.task_module).load_cfg(cfg.task)
     cloud, scan_pose = load_object_cloud(task.block.object_file_path())
     source = VideoReplaySource(recording)
     try:

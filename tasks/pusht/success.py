@@ -6,7 +6,7 @@ import numpy as np
 
 from real_is_sim.errors import DataError
 from real_is_sim.transforms import yaw_of
-from real_is_sim_tasks.pusht.config import GoalCfg
+from real_is_sim_tasks.pusht.config import GoalCfg, PushTCfg
 
 
 def goal_errors(object_pose: np.ndarray, goal: GoalCfg) -> tuple[np.ndarray, np.ndarray]:
@@ -25,3 +25,8 @@ def is_success(object_pose: np.ndarray, goal: GoalCfg) -> np.ndarray:
     """True where the block is within both tolerances of the goal (bool array of the batch shape)."""
     distance, yaw_error = goal_errors(object_pose, goal)
     return (distance <= goal.position_tolerance) & (yaw_error <= goal.yaw_tolerance)
+
+
+def success(cfg: PushTCfg, object_poses: np.ndarray) -> bool:
+    """The task interface's success: the block (object 0 of ``object_poses`` (n_obj, 7)) is at ``cfg.goal``."""
+    return bool(is_success(np.asarray(object_poses)[0], cfg.goal))

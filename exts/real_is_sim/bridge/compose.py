@@ -19,38 +19,23 @@ import numpy as np
 
 from real_is_sim.bridge.config import BridgeCfg
 from real_is_sim.cameras.base import CameraInfo, CameraSource
+from real_is_sim.cell import CellCfg
 from real_is_sim.correction.actuator import VisualForceActuator
 from real_is_sim.correction.background import table_background
-from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
 from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor
-from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.errors import DataError
 from real_is_sim.gaussians.cloud import GaussianCloud
 from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.loop import OnlineLoop, TickReport
-from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.robot.follower_factory import make_follower
 from real_is_sim.robot.safety import SafeFollower
 from real_is_sim.standin.cameras import ring_cameras
 from real_is_sim.standin.world import StandInWorld
-from real_is_sim.transforms import quat_from_yaw, quat_multiply, quat_rotate, rotation_angle_between
+from real_is_sim.task import Policy, Task, import_task
+from real_is_sim.transforms import quat_from_yaw, quat_multiply, rotation_angle_between
 from real_is_sim.twin import Twin
-from real_is_sim.twin.scripted import ScriptedPusher, push_plan
 from real_is_sim.twin.tblock import table_plane
-from real_is_sim_tasks.pusht.config import TASK_DIR, PushTCfg, load_pusht_cfg
-
-Policy = Callable[[float], "np.ndarray | None"]
-
-
-def load_task(name: str) -> PushTCfg:
-    """``name``: a file in tasks/pusht/ or a path to a task YAML."""
-    path = Path(name)
-    if not path.is_file():
-        path = TASK_DIR / name
-    if not path.is_file():
-        raise ConfigError(f"task: no task YAML {name!r} (neither a path nor a file in {TASK_DIR})")
-    return load_pusht_cfg(path)
-
 
 def block_cloud(twin: Twin) -> GaussianCloud:
     """The twin's block seen by cameras: the object file's Gaussians when it came from one, else one per sphere."""
@@ -68,6 +53,7 @@ class Bridge:
     """The running system :func:`build_bridge` wired. ``standin`` is None on real hardware and on replays."""
 
     cfg: BridgeCfg
+    task: Task  # the task interface (cfg.task_module); its config is twin.task
     twin: Twin
     loop: OnlineLoop
     policy: Policy
@@ -81,6 +67,8 @@ class Bridge:
     def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
         """One 1/60 s tick with explicit targets ``(1, 7)`` (None: the twin keeps its last ones), then reality
         advances to the same time."""
+        if self.loop.ticks == 0:
+            self.start()
         report = self.loop.tick(robot_q_target)
         self.advance_reality()
         return report
@@ -92,6 +80,12 @@ class Bridge:
             self.standin.advance()
         elif self.follower is not None and not self.follower.realtime:
             self.follower.step_to(self.loop.t)
+
+    def start(self) -> None:
+        """Start a real-time follower (a real arm): at the first tick, not at build time, because its watchdog counts
+        from start() and building the rest of the system takes seconds. Steppable followers start when built."""
+        if self.follower is not None and self.follower.realtime and not self.follower.health().ok:
+            self.follower.start()
 
     def step(self) -> TickReport:
         """One tick commanded by the configured policy."""
@@ -129,11 +123,12 @@ class Bridge:
 SourceWrapper = Callable[[CameraSource, list[CameraInfo]], CameraSource]
 
 
-def build_bridge(cfg: BridgeCfg, task: PushTCfg | None = None, wrap_source: SourceWrapper | None = None) -> Bridge:
-    """Wire the system ``cfg`` describes (``task`` overrides ``cfg.task``; ``wrap_source(source, cameras)`` may put
-    a recorder in the camera stream). Opens the camera devices and starts the follower; a missing device fails here
-    with one error naming it, with nothing left open."""
-    task = task or load_task(cfg.task)
+def build_bridge(cfg: BridgeCfg, task: CellCfg | None = None, wrap_source: SourceWrapper | None = None) -> Bridge:
+    """Wire the system ``cfg`` describes (``task``, a config of ``cfg.task_module``, overrides ``cfg.task``;
+    ``wrap_source(source, cameras)`` may put a recorder in the camera stream). Opens the camera devices and starts
+    the follower; a missing device fails here with one error naming it, with nothing left open."""
+    task_module = import_task(cfg.task_module)
+    task = task or task_module.load_cfg(cfg.task)
     twin = Twin(task, 1, cfg.twin)
     plane = tuple(float(v) for v in table_plane(task.table))
     needs_follower = cfg.loop.follow_real or cfg.cameras.source == "standin"
@@ -151,20 +146,20 @@ def build_bridge(cfg: BridgeCfg, task: PushTCfg | None = None, wrap_source: Sour
             backgrounds = _recorded_backgrounds(cfg, cameras) or _median_backgrounds(source)
         if wrap_source is not None:
             source = wrap_source(source, cameras)
-        if follower is not None and standin is None:
+        if follower is not None and standin is None and not follower.realtime:
             follower.start()
-        loop = _loop(cfg, twin, source, follower, cameras, backgrounds, plane)
+        loop = _loop(cfg, task_module, twin, source, follower, cameras, backgrounds, plane)
     except BaseException:
         if follower is not None:
             follower.close()
         if source is not None:
             source.close()
         raise
-    policy, name = _policy(cfg, twin)
-    return Bridge(cfg, twin, loop, policy, name, cameras, source, follower, standin)
+    policy, name = _policy(cfg, task_module, twin)
+    return Bridge(cfg, task_module, twin, loop, policy, name, cameras, source, follower, standin)
 
 
-def _make_follower(cfg: BridgeCfg, task: PushTCfg) -> SafeFollower:
+def _make_follower(cfg: BridgeCfg, task: CellCfg) -> SafeFollower:
     follower_cfg = cfg.follower
     if follower_cfg.kind == "simulated":
         simulated = dataclasses.replace(follower_cfg.simulated, q_initial=list(task.robot.q_start))
@@ -236,7 +231,7 @@ def _recorded_backgrounds(cfg: BridgeCfg, cameras: list[CameraInfo]) -> dict[str
     return backgrounds
 
 
-def _loop(cfg: BridgeCfg, twin: Twin, source, follower, cameras, backgrounds, plane) -> OnlineLoop:
+def _loop(cfg: BridgeCfg, task: Task, twin: Twin, source, follower, cameras, backgrounds, plane) -> OnlineLoop:
     sensor = actuator = None
     cloud = block_cloud(twin)
     if cfg.loop.visual_forces:
@@ -247,38 +242,12 @@ def _loop(cfg: BridgeCfg, twin: Twin, source, follower, cameras, backgrounds, pl
         sensor = VisualForceSensor(sensor_cfg, cloud, sensor_cams, twin.object_body_com())
         actuator = VisualForceActuator(cfg.actuator, twin)
     appearance = RobotAppearance(base_pose=np.asarray(twin.task.robot.base_pose)) if cfg.render_robot else None
-    relocalize = _relocalizer(cloud, cameras, np.asarray(plane)) if cfg.recover_lost else None
+    relocalize = task.relocalizer(cloud, cameras, np.asarray(plane)) if cfg.recover_lost else None
     return OnlineLoop(cfg.loop, twin, sensor, actuator, source, follower if cfg.loop.follow_real else None,
                       occluders=appearance.cloud if appearance is not None else None, relocalize=relocalize)
 
 
-def _relocalizer(cloud: GaussianCloud, cameras: list[CameraInfo], plane: np.ndarray):
-    def relocalize(images: list, poses: np.ndarray) -> np.ndarray | None:
-        """Search the whole turn and the table around the red-orange pixels for the block (one object), in the views
-        that show it (the arm may hide it from some); None when none does."""
-        views = [k for k, image in enumerate(images) if image is not None and red_orange_mask(image).any()]
-        if not views:
-            return None
-        # Pushing does not turn the block over: search with the face it has now up.
-        found = estimate_initial_pose(
-            cloud, [images[k] for k in views], np.stack([cameras[k].viewmat_opencv() for k in views]),
-            np.stack([cameras[k].K for k in views]), poses[0], plane, InitialPoseCfg(both_faces=False),
-        )
-        return found.pose[None]
-
-    return relocalize
-
-
-def _policy(cfg: BridgeCfg, twin: Twin) -> tuple[Policy, str]:
+def _policy(cfg: BridgeCfg, task: Task, twin: Twin) -> tuple[Policy, str]:
     if cfg.policy.kind == "hold":
         return (lambda t: None), "hold"
-    pose = twin.object_poses()[0, 0]
-    center = pose[:3] + quat_rotate(pose[3:7], twin.geometry.centers.mean(axis=0))
-    plan = push_plan(ScriptedPusher(twin.task), center, cfg.policy.lateral_offset, twin.control_dt,
-                     distance=cfg.policy.push_distance)
-    dt = twin.control_dt
-
-    def scripted_push(t: float) -> np.ndarray:
-        return plan[min(int(round(t / dt)), len(plan) - 1)][None]
-
-    return scripted_push, "scripted_push"
+    return task.scripted_policy(twin, cfg.policy), "scripted_push"

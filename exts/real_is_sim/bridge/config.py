@@ -22,6 +22,7 @@ from real_is_sim.loop import LoopCfg
 from real_is_sim.robot.follower_factory import FollowerCfg
 from real_is_sim.robot.simulated_follower import SimulatedFollowerCfg
 from real_is_sim.standin.world import StandInCfg
+from real_is_sim.task import DEFAULT_TASK
 from real_is_sim.twin import TwinCfg
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -90,7 +91,9 @@ class RecordingCfg:
 
 @dataclass
 class BridgeCfg:
-    # Task YAML: a file name in tasks/pusht/ (e.g. "pusht_real.yaml") or a path.
+    # The task: a module with the task interface (real_is_sim.task.Task), and its YAML: a file name beside that
+    # module (e.g. "pusht_real.yaml") or a path.
+    task_module: str = DEFAULT_TASK
     task: str = "pusht.yaml"
     duration_s: float = 10.0
     twin: TwinCfg = field(default_factory=TwinCfg)

@@ -23,7 +23,6 @@ from real_is_sim.bridge.recording import SessionRecording
 from real_is_sim.errors import RealIsSimError
 from real_is_sim.robot.follower import FollowerError, HealthStatus
 from real_is_sim.transforms import rotation_angle_between
-from real_is_sim_tasks.pusht import is_success
 
 
 class StageError(RealIsSimError):
@@ -66,9 +65,6 @@ class DeploySession:
             raise
         if self.bridge.loop.sensor is not None:
             self.recording.save_backgrounds({c.name: c.background for c in self.bridge.loop.sensor.cameras})
-        if self.bridge.follower is not None:  # where the arm starts: a replay renders it there until the first tick
-            follower = self.bridge.follower
-            self.recording.record_follower(0.0, follower.read_state().q, follower.health().status.name)
         self.view = None
         if cfg.recording.rerun:
             from real_is_sim.bridge.live_view import LiveView
@@ -89,6 +85,7 @@ class DeploySession:
         stopped_by, failure = "duration", None
         done, wall_start = 0, time.perf_counter()
         try:
+            _stage("follower", self._start_follower)
             for _ in range(ticks):
                 if stop is not None and stop.is_set():
                     stopped_by = "stop request"
@@ -115,6 +112,16 @@ class DeploySession:
         if failure is not None:
             raise failure
         return result
+
+    def _start_follower(self) -> None:
+        follower = self.bridge.follower
+        if follower is not None:
+            self.bridge.start()
+            if self.cfg.loop.follow_real:
+                _check_start_pose(follower.read_state().q, self.bridge.twin.robot_q()[0],
+                                  self.cfg.follower.start_tolerance_rad)
+            # where the arm starts: a replay renders it there until the first tick
+            self.recording.record_follower(0.0, follower.read_state().q, follower.health().status.name)
 
     def _tick(self) -> None:
         bridge = self.bridge
@@ -148,7 +155,7 @@ class DeploySession:
             wall_s=round(wall, 3),
             loop_hz=round(ticks / wall, 1) if wall > 0 else 0.0,
             stopped_by=stopped_by,
-            success=bool(is_success(truth[0], bridge.twin.task.goal)) if truth is not None else None,
+            success=bridge.task.success(bridge.twin.task, truth) if truth is not None else None,
             sync_error_mm_median=round(float(np.median(errors[:, 0])) * 1e3, 2) if errors is not None else None,
             sync_error_deg_median=round(float(np.degrees(np.median(errors[:, 1]))), 2) if errors is not None else None,
             sync_error_mm_p95=round(float(np.percentile(errors[:, 0], 95)) * 1e3, 2) if errors is not None else None,
@@ -156,6 +163,14 @@ class DeploySession:
             follower_health=bridge.follower.health().status.name if bridge.follower is not None else None,
             recording=str(self.recording.out),
         )
+
+
+def _check_start_pose(q_robot: np.ndarray, q_twin: np.ndarray, tolerance_rad: float) -> None:
+    far = np.abs(q_robot - q_twin).max()
+    if far > tolerance_rad:
+        raise FollowerError(f"the robot is at {np.round(q_robot, 3).tolist()}, {far:.3f} rad from the twin robot's start "
+                            f"{np.round(q_twin, 3).tolist()} (tolerance {tolerance_rad} rad): bring it there first "
+                            f"(real-is-sim home)")
 
 
 def _check_following(follower) -> None:

@@ -20,7 +20,7 @@ from isaaclab_newton.physics import MJWarpSolverCfg
 
 from real_is_sim.paths import USD_DIR
 from real_is_sim.robot import franka
-from real_is_sim_tasks.pusht.config import RobotCfg
+from real_is_sim.cell import RobotCfg
 
 FRANKA_PUSHER_USD = USD_DIR / "franka_pusher.usda"
 

@@ -20,6 +20,9 @@ class FollowerCfg:
     simulated: SimulatedFollowerCfg = field(default_factory=SimulatedFollowerCfg)
     franky: FrankyCfg = field(default_factory=FrankyCfg)
     recorded: RecordedFollowerCfg = field(default_factory=RecordedFollowerCfg)
+    # A session starts only with the arm this close to the twin robot's start pose on every joint (rad): the first
+    # target would otherwise be a jump (`real-is-sim home` brings a Franka there).
+    start_tolerance_rad: float = 0.05
 
     def __post_init__(self):
         if self.kind not in FOLLOWER_KINDS:

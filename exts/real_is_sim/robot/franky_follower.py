@@ -190,6 +190,20 @@ class FrankyFollower(Follower):
                 self._record_failure(exc)
                 self._raise_if_connection_lost()
 
+    def move_to(self, q_target, tolerance_rad: float = 2e-3, timeout_s: float = 30.0) -> None:
+        """Bring the arm to ``q_target`` with one joint motion at the configured dynamics, before a session (the
+        follower's path is a straight line in joint space: the caller checks it is clear). Returns when the arm is
+        within ``tolerance_rad`` on every joint; a timeout raises FollowerError."""
+        q_target = check_finite_joint_vector(q_target, "home pose")
+        self.start()
+        self.send(q_target, self.now())
+        deadline = time.monotonic() + timeout_s
+        while np.max(np.abs(self.read_state().q - q_target)) > tolerance_rad:
+            if time.monotonic() > deadline:
+                raise FollowerError(f"the Franka did not reach {np.round(q_target, 3).tolist()} within {timeout_s} s "
+                                    f"(at {np.round(self.read_state().q, 3).tolist()})")
+            time.sleep(0.02)
+
     def read_state(self) -> JointState:
         with self._lock:
             self._raise_if_connection_lost()

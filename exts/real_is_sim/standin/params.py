@@ -9,7 +9,7 @@ from typing import List
 
 import numpy as np
 
-from real_is_sim_tasks.pusht.config import PhysicalParams
+from real_is_sim.cell import PhysicalParams
 
 
 def _check_range(name: str, bounds, lower_limit: float) -> None:

@@ -17,13 +17,13 @@ import torch
 
 from real_is_sim.cameras.base import CameraInfo
 from real_is_sim.cameras.rendered import RenderedSource
+from real_is_sim.cell import CellCfg
 from real_is_sim.gaussians.cloud import GaussianCloud
 from real_is_sim.render.clouds import render_clouds
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.robot.safety import SafeFollower
 from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
 from real_is_sim.twin import Twin, TwinCfg
-from real_is_sim_tasks.pusht.config import PushTCfg
 
 
 @dataclass
@@ -39,7 +39,7 @@ class StandInCfg:
 
 
 class StandInWorld:
-    def __init__(self, task: PushTCfg, cfg: StandInCfg, cameras: list[CameraInfo], cloud: GaussianCloud,
+    def __init__(self, task: CellCfg, cfg: StandInCfg, cameras: list[CameraInfo], cloud: GaussianCloud,
                  backgrounds: dict[str, np.ndarray], twin_cfg: TwinCfg | None, follower: SafeFollower):
         """``cloud``: the objects' Gaussians (body frames) as reality looks; ``backgrounds``: the empty cell per
         camera serial, (H, W, 3) float; ``follower``: reality's robot (not started yet), stepped with this world's
@@ -56,7 +56,8 @@ class StandInWorld:
         self.source = RenderedSource(cameras, self._render, latency=cfg.latency_s, noise_std=cfg.noise_std,
                                      exposure=cfg.exposure, drop_probability=cfg.drop_probability, seed=cfg.seed + 1)
         self.t = 0.0
-        self.follower.start()
+        if not self.follower.realtime:  # a real-time arm starts with the session (its watchdog runs from start())
+            self.follower.start()
 
     def reset(self, object_poses: np.ndarray) -> None:
         """Put reality's objects at ``object_poses (n_obj, 7)``, the robot at the task's start."""

@@ -14,9 +14,9 @@ import newton
 import numpy as np
 import warp as wp
 
+from real_is_sim.cell import CellCfg, PhysicalParams, RobotCfg
 from real_is_sim.robot import franka
 from real_is_sim.twin.tblock import BlockGeometry
-from real_is_sim_tasks.pusht.config import PhysicalParams, PushTCfg, RobotCfg
 
 BLOCK_LABEL = "tblock"
 PUSHER_BODY = "panda_hand_tcp"
@@ -139,7 +139,7 @@ def _scale_to_urdf_masses(builder: newton.ModelBuilder, masses: dict[str, float]
 
 
 def build_world(
-    task: PushTCfg, geometry: BlockGeometry, contact: ContactSettings, gravity=(0.0, 0.0, -9.81)
+    task: CellCfg, geometry: BlockGeometry, contact: ContactSettings, gravity=(0.0, 0.0, -9.81)
 ) -> tuple[newton.ModelBuilder, WorldLayout]:
     """The builder of one world (robot first, then the block) and where its parts are."""
     builder = newton.ModelBuilder(gravity=gravity)

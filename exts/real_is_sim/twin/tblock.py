@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from real_is_sim.cell import CellCfg, TableCfg, TBlockCfg
 from real_is_sim.errors import DataError
 from real_is_sim.objectfile import load_object_file
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.transforms import matrix_to_pose, quat_rotate
-from real_is_sim_tasks.pusht.config import PushTCfg, TableCfg, TBlockCfg
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def rest_on_table(pose: np.ndarray, centers: np.ndarray, radius: float, plane: n
     return moved
 
 
-def block_geometry(task: PushTCfg) -> BlockGeometry:
+def block_geometry(task: CellCfg) -> BlockGeometry:
     block, physical = task.block, task.physical
     if block.source == "file":
         obj = load_object_file(block.object_file_path())

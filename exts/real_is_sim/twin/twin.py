@@ -27,12 +27,12 @@ import newton
 import numpy as np
 import warp as wp
 
+from real_is_sim.cell import CellCfg
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.robot import franka
 from real_is_sim.transforms import quat_rotate
 from real_is_sim.twin.scene import BLOCK_LABEL, ContactSettings, add_table, build_world
 from real_is_sim.twin.tblock import block_geometry, table_plane
-from real_is_sim_tasks.pusht.config import PushTCfg
 
 SOLVERS = ("xpbd", "featherstone", "mujoco")
 BROAD_PHASES = ("nxn", "sap", "explicit")
@@ -131,7 +131,7 @@ def contact_capacity(model: newton.Model) -> Optional[int]:
 
 
 class Twin:
-    def __init__(self, task: PushTCfg, num_worlds: int = 1, cfg: TwinCfg | None = None):
+    def __init__(self, task: CellCfg, num_worlds: int = 1, cfg: TwinCfg | None = None):
         if int(num_worlds) < 1:
             raise ConfigError(f"num_worlds must be at least 1, got {num_worlds}")
         self.task = task

@@ -1,5 +1,5 @@
 """Write the PushT scene as USD: physics scene, table, T-block rigid body (sphere colliders, mass), its Gaussians,
-goal marker and a robot prim that records the URDF the twin imports.
+a task's goal marker and a robot prim that records the URDF the twin imports.
 
 The T-block prim is what Newton's ``ModelBuilder.add_usd`` turns into the same body as
 :func:`real_is_sim.twin.scene.add_block`: one sphere collider per sphere, the same radius, and mass, COM and
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdVol, Vt
 
+from real_is_sim.cell import CellCfg
 from real_is_sim.robot import franka
 from real_is_sim.transforms import matrix_to_quat
 from real_is_sim.twin.tblock import BlockGeometry, block_geometry, table_plane
-from real_is_sim_tasks.pusht.config import PushTCfg
 
 BLOCK_PATH = "/World/TBlock"
 SH_C0 = 0.28209479177387814  # degree-0 spherical harmonic, as in real_is_sim.gaussians.io
@@ -75,8 +75,10 @@ def write_gaussians(stage: Usd.Stage, prim_path: str, means, quats_wxyz, scales,
     return splat.GetPrim()
 
 
-def write_scene(path: str | Path, task: PushTCfg, with_gaussians: bool | None = None) -> Path:
-    """Write the scene; Gaussians are written when the block comes from an object file (default) and it has them."""
+def write_scene(path: str | Path, task: CellCfg, with_gaussians: bool | None = None,
+                goal_pose: list[float] | None = None) -> Path:
+    """Write the scene; Gaussians are written when the block comes from an object file (default) and it has them.
+    ``goal_pose`` (7,): a goal marker there (visual only), e.g. PushT's ``goal.pose``; None: no marker."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     stage = Usd.Stage.CreateNew(str(path))
@@ -108,12 +110,13 @@ def write_scene(path: str | Path, task: PushTCfg, with_gaussians: bool | None = 
         arrays[2] = arrays[2] * task.physical.block_scale
         write_gaussians(stage, f"{BLOCK_PATH}/Gaussians", *arrays)
 
-    goal = UsdGeom.Xform.Define(stage, "/World/Goal")
-    _set_pose(goal.GetPrim(), np.asarray(task.goal.pose, dtype=np.float64))
-    marker = UsdGeom.Cube.Define(stage, "/World/Goal/Marker")  # visual only: no CollisionAPI
-    marker.CreateSizeAttr(1.0)
-    marker.AddScaleOp().Set(Gf.Vec3f(0.05, 0.05, 0.001))
-    marker.CreateDisplayColorAttr([Gf.Vec3f(0.1, 0.3, 0.9)])
+    if goal_pose is not None:
+        goal = UsdGeom.Xform.Define(stage, "/World/Goal")
+        _set_pose(goal.GetPrim(), np.asarray(goal_pose, dtype=np.float64))
+        marker = UsdGeom.Cube.Define(stage, "/World/Goal/Marker")  # visual only: no CollisionAPI
+        marker.CreateSizeAttr(1.0)
+        marker.AddScaleOp().Set(Gf.Vec3f(0.05, 0.05, 0.001))
+        marker.CreateDisplayColorAttr([Gf.Vec3f(0.1, 0.3, 0.9)])
 
     robot = UsdGeom.Xform.Define(stage, "/World/Robot").GetPrim()
     _set_pose(robot, np.asarray(task.robot.base_pose, dtype=np.float64))

@@ -1,13 +1,21 @@
-"""Scripted pusher motions: a tool path through world waypoints -> arm joint targets at the control rate (IK)."""
+"""Scripted pusher motions: a tool path through world waypoints -> arm joint targets at the control rate (IK);
+``scripted_policy``: the bridge's scripted push (one push through the block's centre)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from real_is_sim.cell import CellCfg
 from real_is_sim.errors import DataError
 from real_is_sim.robot.kinematics import PandaKinematics
+from real_is_sim.task import Policy
 from real_is_sim.transforms import pose_inverse, quat_rotate
-from real_is_sim_tasks.pusht.config import PushTCfg
+
+if TYPE_CHECKING:
+    from real_is_sim.bridge.config import PolicyCfg
+    from real_is_sim.twin import Twin
 
 
 def sample_path(waypoints: np.ndarray, speed: float, dt: float) -> np.ndarray:
@@ -26,7 +34,7 @@ def sample_path(waypoints: np.ndarray, speed: float, dt: float) -> np.ndarray:
 class ScriptedPusher:
     """Joint targets that move the pusher centre along world-frame paths, the hand pointing as at ``q_start``."""
 
-    def __init__(self, task: PushTCfg):
+    def __init__(self, task: CellCfg):
         self.task = task
         self.kinematics = PandaKinematics(tool_offset=task.robot.pusher_offset)
         self.q_start = np.asarray(task.robot.q_start, dtype=np.float64)
@@ -71,3 +79,17 @@ def push_plan(pusher: ScriptedPusher, block_center: np.ndarray, lateral: float, 
     if retreat:
         parts.append(pusher.joint_path(np.array([end, end + [0.0, 0.0, 0.08]]), approach_speed, dt, push[-1]))
     return np.concatenate(parts)
+
+
+def scripted_policy(twin: Twin, cfg: PolicyCfg) -> Policy:
+    """One push of ``cfg.push_distance`` through the centre of the twin block's spheres, offset sideways by
+    ``cfg.lateral_offset``, planned from where the block is now; the pusher then lifts and stays there."""
+    pose = twin.object_poses()[0, 0]
+    center = pose[:3] + quat_rotate(pose[3:7], twin.geometry.centers.mean(axis=0))
+    plan = push_plan(ScriptedPusher(twin.task), center, cfg.lateral_offset, twin.control_dt, distance=cfg.push_distance)
+    dt = twin.control_dt
+
+    def scripted_push(t: float) -> np.ndarray:
+        return plan[min(int(round(t / dt)), len(plan) - 1)][None]
+
+    return scripted_push
