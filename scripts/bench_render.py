@@ -28,7 +28,7 @@ import torch
 from real_is_sim.gaussians import load_object_cloud, pose_cloud
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
-from real_is_sim.render.real_check import load_demo_views, orbited_viewmat, window_intrinsics
+from real_is_sim_tasks.pusht.real_check import load_demo_views, orbited_viewmat, window_intrinsics
 from real_is_sim.render.semantics import EPS2D
 from real_is_sim.cli import quiet_warp
 

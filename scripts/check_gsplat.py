@@ -76,7 +76,7 @@ def scene(params, viewmats, Ks, width: int, height: int, backgrounds) -> dict:
 def tblock_scenes() -> dict:
     from real_is_sim.gaussians import load_object_cloud, pose_cloud
     from real_is_sim.paths import shared_data_dir
-    from real_is_sim.render.real_check import load_demo_views, orbited_viewmat, window_intrinsics
+    from real_is_sim_tasks.pusht.real_check import load_demo_views, orbited_viewmat, window_intrinsics
 
     data = shared_data_dir()
     if not (data / "objects" / "tblock.json").exists():

@@ -3,7 +3,7 @@ import torch
 
 from real_is_sim.gaussians import GaussianCloud
 from real_is_sim.render.clouds import render_clouds
-from real_is_sim.render.masks import red_orange_mask
+from real_is_sim_tasks.pusht.masks import red_orange_mask
 
 
 def square_cloud(z, color, body_id, n=16):

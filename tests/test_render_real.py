@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from real_is_sim.gaussians import load_object_cloud
-from real_is_sim.render.masks import red_orange_mask
+from real_is_sim_tasks.pusht.masks import red_orange_mask
 from real_is_sim.render.pose_fit import silhouette_iou
-from real_is_sim.render.real_check import DemoViews, fit_first_frame, load_demo_views, mean_block_colours, render_body
+from real_is_sim_tasks.pusht.real_check import DemoViews, fit_first_frame, load_demo_views, mean_block_colours, render_body
 from real_is_sim.transforms import OPENGL_TO_OPENCV
 
 

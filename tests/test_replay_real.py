@@ -18,6 +18,7 @@ from real_is_sim.replay import TRAJECTORY_COLUMNS, ReplayCfg, replay_real
 from real_is_sim.transforms import quat_rotate, quat_to_matrix
 from real_is_sim.twin.tblock import table_plane
 from real_is_sim_tasks.pusht.config import REAL_YAML, load_pusht_cfg
+from real_is_sim_tasks.pusht.masks import red_orange_mask
 
 REPO = Path(__file__).resolve().parents[1]
 FRAMES = 24
@@ -66,10 +67,10 @@ def test_initial_pose_recovers_first_frame(short_replay, first_frames, shared_da
 def test_initial_pose_rejects_images_without_block(first_frames):
     cloud, scan_pose, images, viewmats, Ks, plane = first_frames
     blank = [np.full_like(im, 128) for im in images]
-    with pytest.raises(DataError, match="no red-orange"):
-        estimate_initial_pose(cloud, blank, viewmats, Ks, scan_pose, plane)
+    with pytest.raises(DataError, match="no object pixels"):
+        estimate_initial_pose(cloud, blank, viewmats, Ks, scan_pose, plane, object_mask=red_orange_mask)
     with pytest.raises(DataError, match="images for"):
-        estimate_initial_pose(cloud, images[:1], viewmats, Ks, scan_pose, plane)
+        estimate_initial_pose(cloud, images[:1], viewmats, Ks, scan_pose, plane, object_mask=red_orange_mask)
 
 
 def test_short_replay_writes_trajectory_and_tracks(short_replay):

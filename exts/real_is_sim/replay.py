@@ -35,7 +35,6 @@ from real_is_sim.gaussians.io import load_object_cloud
 from real_is_sim.loop import LoopCfg, OnlineLoop
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
-from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.render.pose_fit import silhouette_iou
 from real_is_sim.task import DEFAULT_TASK, import_task
 from real_is_sim.transforms import quat_rotate
@@ -160,7 +159,8 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
     recording = _recording_dir(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    task = import_task(cfg.task_module).load_cfg(cfg.task)
+    task_module = import_task(cfg.task_module)
+    task = task_module.load_cfg(cfg.task)
     cloud, scan_pose = load_object_cloud(task.block.object_file_path())
     source = VideoReplaySource(recording)
     try:
@@ -174,9 +174,10 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
         plane = table_plane(task.table)
         first = [source.frame(s, 0).image for s in serials]
         viewmats, Ks = np.stack([c.viewmat for c in cameras]), np.stack([c.K for c in cameras])
-        estimate = estimate_initial_pose(cloud, first, viewmats, Ks, scan_pose, plane, cfg.initial_pose)
+        estimate = estimate_initial_pose(cloud, first, viewmats, Ks, scan_pose, plane, cfg.initial_pose,
+                                         object_mask=task_module.object_mask)
         silhouettes = Silhouettes(cloud, cameras, cfg.sensor.backend)
-        first_masks = [red_orange_mask(im) for im in first]
+        first_masks = [task_module.object_mask(im) for im in first]
         scan_alpha = silhouettes(scan_pose, list(range(len(cameras))))
         scan_ious = {s: silhouette_iou(a, m) for s, a, m in zip(serials, scan_alpha, first_masks)}
         seconds["initial_pose"] = time.perf_counter() - clock
@@ -228,7 +229,7 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
             rec.log("world/tblock", rr.Transform3D(translation=pose[:3], quaternion=rr.Quaternion(xyzw=pose[3:7])))
             for i, a in zip(views, alpha):
                 serial, frame = serials[i], synced.fresh[serials[i]]
-                iou = silhouette_iou(a, red_orange_mask(frame.image))
+                iou = silhouette_iou(a, task_module.object_mask(frame.image))
                 ious[serial].append(iou)
                 frames_used[serial].add(frame.index)
                 rec.log(f"iou/{serial}", rr.Scalars(iou))

@@ -35,6 +35,9 @@ class Task(Protocol):
     def success(self, cfg: CellCfg, object_poses: np.ndarray) -> bool:
         """Whether objects at ``object_poses`` (n_obj, 7) solve the task."""
 
+    def object_mask(self, image: np.ndarray) -> np.ndarray:
+        """H x W bool: the task's objects' pixels in an RGB frame (to find them: initial pose, relocalisation)."""
+
     def relocalizer(self, cloud: GaussianCloud, cameras: list[CameraInfo], plane: np.ndarray) -> Relocalize:
         """Finds lost objects again in the frames of ``cameras``; ``cloud`` their Gaussians, ``plane`` the table."""
 
@@ -48,7 +51,7 @@ def import_task(module: str) -> Task:
         task = importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(f"task_module: cannot import {module!r}: {exc}") from None
-    missing = [name for name in ("load_cfg", "success", "relocalizer", "scripted_policy") if not hasattr(task, name)]
+    missing = [name for name in ("load_cfg", "success", "object_mask", "relocalizer", "scripted_policy") if not hasattr(task, name)]
     if missing:
         raise ConfigError(f"task_module: {module!r} is not a task (it lacks {', '.join(missing)})")
     return task

@@ -3,11 +3,11 @@
 The object file's ``X_WB`` is where the block was scanned, not where it stands in a recording (there it is
 a few cm and tens of degrees away), and the visual forces only close small errors. So the twin starts at:
 
-1. a seed: the red-orange pixels of every view back-projected onto the plane at the block's mid height;
+1. a seed: the object's pixels of every view (``object_mask``, the task's: PushT's red-orange block) back-projected onto the plane at the block's mid height;
    their mean (over views) is where the block's Gaussian centroid goes;
 2. a coarse search over yaw about the table normal (full turn), then over in-plane translations around
-   the seed for the best few yaws, each candidate scored by silhouette IoU (alpha > 0.5 against
-   :func:`red_orange_mask`) at a reduced resolution. Candidates are rendered in one batch: moving the
+   the seed for the best few yaws, each candidate scored by silhouette IoU (alpha > 0.5 against the object's
+   pixels) at a reduced resolution. Candidates are rendered in one batch: moving the
    block by a rigid motion D equals moving every camera by D (``viewmat @ D``), so one cloud serves all;
 3. :func:`real_is_sim.render.pose_fit.fit_body_pose` gradient refinement of the best candidates.
 
@@ -20,6 +20,7 @@ table plane, so the block keeps resting on the table (its height and tilt are th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -27,7 +28,6 @@ import torch
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
 from real_is_sim.render import rasterization
-from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.render.pose_fit import fit_body_pose, silhouette_iou, upside_down_pose
 from real_is_sim.transforms import matrix_to_pose, pose_multiply, pose_to_matrix, quat_from_axis_angle
 
@@ -122,11 +122,13 @@ def _score(cloud, pose, motions, viewmats, Ks, masks, width, height, backend) ->
 
 
 def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: np.ndarray, Ks: np.ndarray,
-                          scan_pose: np.ndarray, plane: np.ndarray, cfg: InitialPoseCfg | None = None) -> InitialPose:
+                          scan_pose: np.ndarray, plane: np.ndarray, cfg: InitialPoseCfg | None = None, *,
+                          object_mask: Callable[[np.ndarray], np.ndarray]) -> InitialPose:
     """The pose (7,) of ``cloud``'s body that explains ``images`` (one RGB image per camera) best.
 
     ``viewmats`` (C, 4, 4) world-to-camera with OpenCV axes, ``Ks`` (C, 3, 3), ``scan_pose`` (7,) a pose of
-    the block resting on the table (e.g. the object file's X_WB), ``plane`` (a, b, c, d) the table.
+    the block resting on the table (e.g. the object file's X_WB), ``plane`` (a, b, c, d) the table,
+    ``object_mask(image) -> H x W bool`` the object's pixels (the task's perception).
     """
     cfg = cfg or InitialPoseCfg()
     viewmats, Ks = np.asarray(viewmats, dtype=np.float64), np.asarray(Ks, dtype=np.float64)
@@ -141,10 +143,10 @@ def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewma
     if len(shapes) != 1 or len(next(iter(shapes))) != 3:
         raise DataError(f"images must be H x W x 3 and share one size, got {sorted(shapes)}")
     height, width = next(iter(shapes))[:2]
-    masks = [red_orange_mask(im) for im in images]
+    masks = [object_mask(im) for im in images]
     empty = [i for i, m in enumerate(masks) if not m.any()]
     if empty:
-        raise DataError(f"no red-orange block pixels in view(s) {empty}: cannot estimate the block's pose")
+        raise DataError(f"no object pixels (object_mask) in view(s) {empty}: cannot estimate the block's pose")
     normal, e1, e2, d = _plane_axes(plane)
     faces = [scan_pose, upside_down_pose(cloud, scan_pose, plane)] if cfg.both_faces else [scan_pose]
 

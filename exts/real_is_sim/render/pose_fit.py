@@ -2,8 +2,7 @@
 
 The body stays on a plane (the table): only its in-plane translation and its rotation about the
 plane normal are fitted; height and tilt stay those of ``init_pose``. The target in each view is a
-binary mask of the body (by default :func:`~real_is_sim.render.masks.red_orange_mask`, the PushT
-block) and the loss is the squared difference between the rendered alpha and that mask.
+binary mask of the body (a task finds its object's pixels, e.g. PushT's red-orange mask) and the loss is the squared difference between the rendered alpha and that mask.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from scipy.spatial import cKDTree
 
 from real_is_sim.errors import DataError
 from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
-from real_is_sim.render.masks import red_orange_mask
 from real_is_sim.render.rasterize import rasterization
 from real_is_sim.transforms import matrix_to_pose, pose_to_matrix, quat_from_axis_angle, quat_to_matrix
 
@@ -62,13 +60,13 @@ def _planar_pose(init_pose: torch.Tensor, pivot, normal, e1, e2, params: torch.T
 
 
 def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torch.Tensor, Ks: torch.Tensor,
-                  init_pose, plane, iters: int = 120, masks: list[np.ndarray] | None = None,
+                  init_pose, plane, *, masks: list[np.ndarray], iters: int = 120,
                   lr_translation: float = 0.003, lr_rotation: float = 0.03, margin: int = 40,
                   backend: str = "auto") -> PoseFit:
     """Pose (7,) of body 0 of ``cloud`` that best explains ``images`` (H x W x 3 RGB, one per camera).
 
     ``viewmats`` [C,4,4] world-to-camera (OpenCV axes), ``Ks`` [C,3,3], ``init_pose`` (7,) the start,
-    ``plane`` (a, b, c, d) the table. ``masks`` overrides the red-orange target masks. The loss is
+    ``plane`` (a, b, c, d) the table, ``masks`` the body's pixels in each view (H x W bool). The loss is
     evaluated in a window of ``margin`` pixels around the target and the starting silhouette.
     """
     if len(cloud) == 0 or cloud.num_bodies != 1 or bool((cloud.body_ids != 0).any()):
@@ -81,7 +79,9 @@ def fit_body_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: torc
     if len(heights) != 1:
         raise DataError(f"all images must have the same size, got {sorted(heights)}")
     height, width = heights.pop()
-    targets = [red_orange_mask(im) for im in images] if masks is None else [np.asarray(m, dtype=bool) for m in masks]
+    targets = [np.asarray(m, dtype=bool) for m in masks]
+    if len(targets) != len(images):
+        raise DataError(f"fit_body_pose got {len(masks)} masks for {len(images)} images")
     if any(t.shape != (height, width) for t in targets):
         raise DataError(f"masks must be {height} x {width}")
     init = torch.tensor(np.asarray(init_pose, dtype=np.float64), dtype=torch.float32)

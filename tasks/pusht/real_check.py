@@ -1,6 +1,6 @@
 """The renderer against the real PushT footage: first frames, silhouettes, overlays.
 
-``python -m real_is_sim.render.real_check docs/img`` renders the T-block at its scan pose X_WB and
+``python -m real_is_sim_tasks.pusht.real_check docs/img`` renders the T-block at its scan pose X_WB and
 at the pose fitted to the first frame, and writes ``render_scan_pose_<serial>.png`` and
 ``render_fit_<serial>.png``: the frame with the red-orange mask only (green), the silhouette only
 (blue) and both (yellow), beside the rendered block. The fit starts twice, from X_WB and from X_WB
@@ -22,7 +22,7 @@ from real_is_sim.cameras import VideoReplaySource
 from real_is_sim.errors import DataError
 from real_is_sim.gaussians import GaussianCloud, load_object_cloud, pose_cloud
 from real_is_sim.paths import shared_data_dir
-from real_is_sim.render.masks import red_orange_mask
+from real_is_sim_tasks.pusht.masks import red_orange_mask
 from real_is_sim.render.pose_fit import PoseFit, fit_body_pose, upside_down_pose
 from real_is_sim.render.rasterize import rasterization
 from real_is_sim.transforms import pose_to_matrix, quat_from_yaw
@@ -121,7 +121,8 @@ def fit_first_frame(data_dir: str | Path, iters: int = 120) -> FirstFrameFit:
     views = load_demo_views(Path(data_dir) / "sample_demos" / "0")
     plane = load_table_plane(data_dir)
     starts = {"as scanned": scan_pose, "upside down": upside_down_pose(cloud, scan_pose, plane)}
-    fits = {name: fit_body_pose(cloud, views.images, views.viewmats, views.Ks, start, plane, iters=iters)
+    masks = [red_orange_mask(image) for image in views.images]
+    fits = {name: fit_body_pose(cloud, views.images, views.viewmats, views.Ks, start, plane, masks=masks, iters=iters)
             for name, start in starts.items()}
     return FirstFrameFit(cloud, scan_pose, views, fits)
 
