@@ -17,22 +17,22 @@ from __future__ import annotations
 import csv
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from scipy import ndimage
 
-from real_is_sim.cameras.replay import VideoReplaySource
-from real_is_sim.correction.actuator import VisualForceActuator, VisualForceActuatorCfg
-from real_is_sim.correction.background import median_background
+from real_is_sim.bridge.compose import build_bridge
+from real_is_sim.bridge.config import BridgeCfg, CamerasCfg, PolicyCfg
+from real_is_sim.correction.actuator import VisualForceActuatorCfg
 from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
-from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor, VisualForceSensorCfg
+from real_is_sim.correction.sensor import SensorCamera, VisualForceSensorCfg
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.cloud import pose_cloud
 from real_is_sim.gaussians.io import load_object_cloud
-from real_is_sim.loop import LoopCfg, OnlineLoop
+from real_is_sim.loop import LoopCfg
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.render import rasterization
 from real_is_sim.render.pose_fit import silhouette_iou
@@ -105,15 +105,6 @@ def _recording_dir(cfg: ReplayCfg) -> Path:
     return path
 
 
-def median_backgrounds(source: VideoReplaySource, stride: int) -> dict[str, np.ndarray]:
-    kept: dict[str, list[np.ndarray]] = {s: [] for s in source.serials}
-    for frame in source.frames():  # sequential decoding: far cheaper than seeking every k-th frame
-        if frame.index % stride == 0:
-            kept[frame.serial].append(frame.image)
-    source.seek(source.start_time)
-    return {s: median_background(np.stack(images)) for s, images in kept.items()}
-
-
 class Silhouettes:
     """Renders the block's alpha at a pose into every camera (no gradients), for IoU and overlays."""
 
@@ -162,12 +153,19 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
     task_module = import_task(cfg.task_module)
     task = task_module.load_cfg(cfg.task)
     cloud, scan_pose = load_object_cloud(task.block.object_file_path())
-    source = VideoReplaySource(recording)
+    # The composition root wires cameras (the clip, its per-pixel median as the empty cell), sensor (planar wrench),
+    # actuator and twin. No follower (the recording's arm is not ours to drive), no robot occluder (its joints are
+    # unknown), no relocalisation.
+    bridge = build_bridge(BridgeCfg(
+        task_module=cfg.task_module, task=cfg.task, twin=cfg.twin, sensor=cfg.sensor, actuator=cfg.actuator,
+        cameras=CamerasCfg(source="replay", recording=str(recording), background_stride=cfg.background_stride),
+        loop=LoopCfg(visual_forces=True, follow_real=False, realtime=False, pull_from_current=cfg.pull_from_current),
+        policy=PolicyCfg(kind="hold"), render_robot=False, recover_lost=False,
+    ))
+    twin, loop, source = bridge.twin, bridge.loop, bridge.source
     try:
         serials = source.serials
-        infos = source.cameras
-        backgrounds = median_backgrounds(source, cfg.background_stride)
-        cameras = [SensorCamera.from_info(infos[s], backgrounds[s]) for s in serials]
+        cameras = loop.sensor.cameras
         seconds["background"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
@@ -184,19 +182,13 @@ def replay_real(out_dir: str | Path, cfg: ReplayCfg | None = None, log=print) ->
         log(f"initial pose IoU {dict(zip(serials, np.round(estimate.ious, 3).tolist()))} (scan pose X_WB: "
             f"{ {s: round(v, 3) for s, v in scan_ious.items()} }) in {seconds['initial_pose']:.1f} s")
 
-        twin = Twin(task, 1, cfg.twin)
         start = rest_on_table(estimate.pose, twin.geometry.centers, twin.geometry.radius, plane)
         twin.reset(object_poses=start[None, None])
+        loop.reset_history()
         clearance = _tool_clearance(twin)
         if not clearance >= cfg.min_tool_clearance:
             raise ConfigError(f"the parked twin robot's pusher is {clearance:.3f} m from the block "
                               f"(need >= {cfg.min_tool_clearance} m): it could push the block in the replay")
-        # The block slides on the table: a planar wrench (force in the plane, torque about its normal).
-        sensor_cfg = cfg.sensor if cfg.sensor.plane_normal is not None else replace(cfg.sensor, plane_normal=plane[:3].tolist())
-        sensor = VisualForceSensor(sensor_cfg, cloud, cameras, twin.object_body_com())
-        actuator = VisualForceActuator(cfg.actuator, twin)
-        loop_cfg = LoopCfg(visual_forces=True, follow_real=False, realtime=False, pull_from_current=cfg.pull_from_current)
-        loop = OnlineLoop(loop_cfg, twin, sensor, actuator, source)
 
         last_index = {s: source.num_frames(s) - 1 if cfg.max_frames is None else min(cfg.max_frames, source.num_frames(s)) - 1
                       for s in serials}

@@ -143,7 +143,7 @@ def build_bridge(cfg: BridgeCfg, task: CellCfg | None = None, wrap_source: Sourc
             backgrounds = _recorded_backgrounds(cfg, cameras) or _table_backgrounds(cameras, plane)
         else:
             source, cameras = _replay(cfg)
-            backgrounds = _recorded_backgrounds(cfg, cameras) or _median_backgrounds(source)
+            backgrounds = _recorded_backgrounds(cfg, cameras) or _median_backgrounds(source, cfg.cameras.background_stride)
         if wrap_source is not None:
             source = wrap_source(source, cameras)
         if follower is not None and standin is None and not follower.realtime:
@@ -208,10 +208,10 @@ def _table_backgrounds(cameras: list[CameraInfo], plane) -> dict[str, np.ndarray
     return {c.serial: table_background(c.K, c.viewmat_opencv(), c.width, c.height, plane) for c in cameras}
 
 
-def _median_backgrounds(source) -> dict[str, np.ndarray]:
-    from real_is_sim.replay import median_backgrounds
+def _median_backgrounds(source, stride: int) -> dict[str, np.ndarray]:
+    from real_is_sim.correction.background import median_backgrounds
 
-    return median_backgrounds(source, stride=4)
+    return median_backgrounds(source, stride)
 
 
 def _recorded_backgrounds(cfg: BridgeCfg, cameras: list[CameraInfo]) -> dict[str, np.ndarray] | None:

@@ -45,6 +45,7 @@ class CamerasCfg:
     # the empty cell per camera: a directory of <serial>.npy (H, W, 3 float) as a session records them; empty: the
     # table model (stand-in, realsense) or the clip's per-pixel median (replay)
     backgrounds: str = ""
+    background_stride: int = 4  # replay: the median background uses every k-th frame of the whole clip
     # realsense: the cell's calibration, cameras.json in the replay layout (serial -> X_WC); the serials are its keys
     calibration: str = ""
     fps: int = 90
@@ -55,6 +56,8 @@ class CamerasCfg:
             raise ConfigError(f"cameras.source must be one of {CAMERA_SOURCES}, got {self.source!r}")
         if self.num_cameras < 1 or self.width < 2 or self.height < 2:
             raise ConfigError("cameras.num_cameras must be >= 1 and width, height >= 2")
+        if self.background_stride < 1:
+            raise ConfigError(f"cameras.background_stride must be >= 1, got {self.background_stride}")
         if self.source == "replay" and not self.recording:
             raise ConfigError("cameras.recording: the replay source needs a recording directory")
         if self.source == "realsense" and not self.calibration:

@@ -45,3 +45,14 @@ def median_background(frames: np.ndarray) -> np.ndarray:
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] == 0:
         raise ValueError(f"median_background needs (T, H, W, 3) frames, got {frames.shape}")
     return (np.median(frames, axis=0) / 255.0).astype(np.float32)
+
+
+def median_backgrounds(source, stride: int) -> dict[str, np.ndarray]:
+    """Each camera's per-pixel median over every ``stride``-th frame of a replay source (a ``VideoReplaySource``):
+    the empty cell of a clip that never shows it empty. Rewinds the source to its start."""
+    kept: dict[str, list[np.ndarray]] = {s: [] for s in source.serials}
+    for frame in source.frames():  # sequential decoding: far cheaper than seeking every k-th frame
+        if frame.index % stride == 0:
+            kept[frame.serial].append(frame.image)
+    source.seek(source.start_time)
+    return {s: median_background(np.stack(images)) for s, images in kept.items()}
