@@ -30,6 +30,7 @@ from real_is_sim.errors import DataError
 from real_is_sim.paths import USD_DIR
 from real_is_sim.robot import franka
 from real_is_sim.transforms import matrix_to_quat, quat_from_axis_angle, quat_to_matrix
+from real_is_sim.twin.usd_scene import new_stage
 from real_is_sim_tasks.pusht import load_pusht_cfg
 
 ROOT = "/panda"
@@ -209,12 +210,7 @@ def build(out: Path) -> Path:
     zero_poses, home_poses = _link_poses(joints, {}), _link_poses(joints, home)
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Usd.Stage.CreateInMemory()
-    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
-    UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
-    root = UsdGeom.Xform.Define(stage, ROOT).GetPrim()
-    stage.SetDefaultPrim(root)
+    stage, root = new_stage(ROOT)
     UsdPhysics.ArticulationRootAPI.Apply(root)
 
     for name, link in links.items():

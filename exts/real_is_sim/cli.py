@@ -63,6 +63,17 @@ def _deploy_parser(sub) -> None:
     p.add_argument("overrides", nargs="*", help="config overrides, e.g. sensor.kp=8 policy.kind=hold")
 
 
+def robot_ip_overrides(robot_ip: str) -> list[str]:
+    """The Franka's address; a loopback address is a simulator (franky-sim), which needs no real-time kernel."""
+    overrides = [f"follower.franky.address={robot_ip}"]
+    try:
+        if ipaddress.ip_address(robot_ip).is_loopback:
+            overrides.append("follower.franky.require_realtime_kernel=false")
+    except ValueError:
+        pass  # a hostname: the real robot
+    return overrides
+
+
 def deploy_overrides(args) -> list[str]:
     from real_is_sim.bridge.config import session_replay_overrides
 
@@ -71,12 +82,7 @@ def deploy_overrides(args) -> list[str]:
     if args.follower:
         overrides.append(f"follower.kind={args.follower}")
     if args.robot_ip:
-        overrides.append(f"follower.franky.address={args.robot_ip}")
-        try:
-            if ipaddress.ip_address(args.robot_ip).is_loopback:
-                overrides.append("follower.franky.require_realtime_kernel=false")
-        except ValueError:
-            pass  # a hostname: the real robot
+        overrides += robot_ip_overrides(args.robot_ip)
     if args.seconds is not None:
         overrides.append(f"duration_s={args.seconds}")
     if args.out:
@@ -123,8 +129,8 @@ def home(args) -> int:
     from real_is_sim.robot.franky_follower import FrankyFollower
     from real_is_sim.task import import_task
 
-    args.follower, args.seconds, args.out, args.rerun, args.replay = "franky", None, None, False, None
-    cfg = load_bridge_cfg(args.preset, args.config, deploy_overrides(args))
+    overrides = [*args.overrides, *(robot_ip_overrides(args.robot_ip) if args.robot_ip else [])]
+    cfg = load_bridge_cfg(args.preset, args.config, overrides)
     q_start = import_task(cfg.task_module).load_cfg(cfg.task).robot.q_start
     robot = FrankyFollower(cfg.follower.franky)
     try:

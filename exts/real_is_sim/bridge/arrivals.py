@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from real_is_sim.bridge.recording import ARRIVAL_COLUMNS
 from real_is_sim.cameras.base import CameraInfo, CameraSource, Frame
 from real_is_sim.cameras.replay import VideoReplaySource
 from real_is_sim.errors import DataError
@@ -22,8 +23,8 @@ class ArrivalReplaySource(CameraSource):
         if not path.is_file():
             raise DataError(f"cameras.arrivals: no frames.csv at {path}")
         rows = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8"))
-        if rows.dtype.names != ("t", "serial", "timestamp"):
-            raise DataError(f"{path} must have the columns t, serial, timestamp")
+        if rows.dtype.names != ARRIVAL_COLUMNS:
+            raise DataError(f"{path} must have the columns {', '.join(ARRIVAL_COLUMNS)}")
         self.inner = inner
         self._schedule: list[tuple[float, str, int]] = []  # (arrival, serial, frame index in the recording)
         count: dict[str, int] = {}

@@ -25,7 +25,6 @@ from real_is_sim.correction.background import table_background
 from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor
 from real_is_sim.errors import DataError
 from real_is_sim.gaussians.cloud import GaussianCloud
-from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.loop import OnlineLoop, TickReport
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.robot.follower_factory import make_follower
@@ -35,18 +34,7 @@ from real_is_sim.standin.world import StandInWorld
 from real_is_sim.task import Policy, Task, import_task
 from real_is_sim.transforms import quat_from_yaw, quat_multiply, rotation_angle_between
 from real_is_sim.twin import Twin
-from real_is_sim.twin.tblock import table_plane
-
-def block_cloud(twin: Twin) -> GaussianCloud:
-    """The twin's block seen by cameras: the object file's Gaussians when it came from one, else one per sphere."""
-    task = twin.task
-    if task.block.source == "file":
-        from real_is_sim.gaussians.io import load_object_cloud
-
-        return load_object_cloud(task.block.object_file_path())[0]
-    g = twin.geometry
-    return cloud_from_spheres(g.centers, np.full(len(g.centers), g.radius))
-
+from real_is_sim.twin.tblock import block_cloud, table_plane
 
 @dataclass
 class Bridge:
@@ -130,13 +118,14 @@ def build_bridge(cfg: BridgeCfg, task: CellCfg | None = None, wrap_source: Sourc
     task_module = import_task(cfg.task_module)
     task = task or task_module.load_cfg(cfg.task)
     twin = Twin(task, 1, cfg.twin)
+    cloud = block_cloud(task)  # the sensor's model of the block, and (stand-in) how reality looks
     plane = tuple(float(v) for v in table_plane(task.table))
     needs_follower = cfg.loop.follow_real or cfg.cameras.source == "standin"
     follower = _make_follower(cfg, task) if needs_follower else None
     standin, source = None, None
     try:
         if cfg.cameras.source == "standin":
-            standin, cameras, backgrounds = _standin(cfg, twin, follower, plane)
+            standin, cameras, backgrounds = _standin(cfg, twin, cloud, follower, plane)
             source = standin.source
         elif cfg.cameras.source == "realsense":
             source, cameras = _realsense(cfg)
@@ -148,7 +137,7 @@ def build_bridge(cfg: BridgeCfg, task: CellCfg | None = None, wrap_source: Sourc
             source = wrap_source(source, cameras)
         if follower is not None and standin is None and not follower.realtime:
             follower.start()
-        loop = _loop(cfg, task_module, twin, source, follower, cameras, backgrounds, plane)
+        loop = _loop(cfg, task_module, twin, cloud, source, follower, cameras, backgrounds, plane)
     except BaseException:
         if follower is not None:
             follower.close()
@@ -167,12 +156,12 @@ def _make_follower(cfg: BridgeCfg, task: CellCfg) -> SafeFollower:
     return make_follower(follower_cfg)
 
 
-def _standin(cfg: BridgeCfg, twin: Twin, follower: SafeFollower, plane):
+def _standin(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, follower: SafeFollower, plane):
     start = twin.object_poses()[0]
     c = cfg.cameras
     cameras = ring_cameras(start[0, :3], c.num_cameras, width=c.width, height=c.height)
     backgrounds = _table_backgrounds(cameras, plane)
-    standin = StandInWorld(twin.task, cfg.standin, cameras, block_cloud(twin), backgrounds, cfg.twin, follower=follower)
+    standin = StandInWorld(twin.task, cfg.standin, cameras, cloud, backgrounds, cfg.twin, follower=follower)
     dx, dy, dyaw = cfg.initial_offset
     real_start = start.copy()
     real_start[0, :2] += (dx, dy)
@@ -231,9 +220,9 @@ def _recorded_backgrounds(cfg: BridgeCfg, cameras: list[CameraInfo]) -> dict[str
     return backgrounds
 
 
-def _loop(cfg: BridgeCfg, task: Task, twin: Twin, source, follower, cameras, backgrounds, plane) -> OnlineLoop:
+def _loop(cfg: BridgeCfg, task: Task, twin: Twin, cloud: GaussianCloud, source, follower, cameras, backgrounds,
+          plane) -> OnlineLoop:
     sensor = actuator = None
-    cloud = block_cloud(twin)
     if cfg.loop.visual_forces:
         sensor_cfg = cfg.sensor
         if cfg.planar_wrench:

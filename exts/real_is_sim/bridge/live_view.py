@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import rerun as rr
 
-from real_is_sim.bridge.compose import Bridge, block_cloud
+from real_is_sim.bridge.compose import Bridge
 from real_is_sim.loop import TickReport
 from real_is_sim.replay import Silhouettes, overlay
 
@@ -24,7 +24,7 @@ class LiveView:
             self.rec.log(f"world/{name}/block", rr.Points3D(geometry.centers, radii=geometry.radius, colors=color),
                          static=True)
         sensor = bridge.loop.sensor
-        self.silhouettes = Silhouettes(block_cloud(bridge.twin), sensor.cameras, "auto") if sensor is not None else None
+        self.silhouettes = Silhouettes(sensor.cloud, sensor.cameras, "auto") if sensor is not None else None
         for cam in sensor.cameras if sensor is not None else []:
             X_WC = np.linalg.inv(cam.viewmat)  # OpenCV axes: rerun's RDF camera
             self.rec.log(f"world/{cam.name}", rr.Transform3D(translation=X_WC[:3, 3], mat3x3=X_WC[:3, :3]), static=True)

@@ -23,14 +23,13 @@ import numpy as np
 import pinocchio as pin
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
-from real_is_sim.bridge.compose import block_cloud
 from real_is_sim.bridge.config import load_bridge_cfg
 from real_is_sim.bridge.recording import GROUND_TRUTH_COLUMNS, TWIN_COLUMNS
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.robot.appearance import RobotAppearanceCfg
 from real_is_sim.robot.kinematics import PandaKinematics
 from real_is_sim.task import import_task
-from real_is_sim.twin import Twin
+from real_is_sim.twin.tblock import block_cloud, block_geometry
 from real_is_sim.twin.usd_scene import BLOCK_PATH, write_gaussians, write_scene
 
 TIME_CODES_PER_SECOND = 60.0
@@ -67,7 +66,6 @@ def export_session_usd(session_dir: str | Path, out_path: str | Path | None = No
     out = Path(out_path) if out_path is not None else session / "session.usda"
     if out.suffix not in (".usda", ".usd", ".usdc"):
         raise DataError(f"{out}: the USD file name must end in .usda, .usd or .usdc")
-    twin = Twin(task, 1, cfg.twin)  # its block geometry and, through block_cloud, the Gaussians the sensor renders
     write_scene(out, task, with_gaussians=False)
     stage = Usd.Stage.Open(str(out))
     stage.GetRootLayer().documentation = f"real-is-sim deploy session {session.resolve()}"
@@ -81,13 +79,14 @@ def export_session_usd(session_dir: str | Path, out_path: str | Path | None = No
     # Kinematic: played in Isaac Sim, the block follows the recorded poses instead of being simulated again.
     UsdPhysics.RigidBodyAPI(block).CreateKinematicEnabledAttr(True)
     _set_color(stage.GetPrimAtPath(BLOCK_PATH + "/Spheres"), TWIN_COLOR)
-    cloud = block_cloud(twin)
+    cloud = block_cloud(task)
     arrays = (cloud.means, cloud.quats, cloud.scales, cloud.opacities, cloud.colors)
     write_gaussians(stage, BLOCK_PATH + "/Gaussians", *(a.detach().cpu().numpy() for a in arrays))
     _animate(block, times, ticks[:, 1:8])
     _write_robot(stage, task, times, ticks[:, 8:15])
     if truth is not None:
-        reality = _visual_spheres(stage, REALITY_PATH, twin.geometry.centers, twin.geometry.radius, REALITY_COLOR)
+        geometry = block_geometry(task)
+        reality = _visual_spheres(stage, REALITY_PATH, geometry.centers, geometry.radius, REALITY_COLOR)
         _animate(reality, _time_codes(truth[:, 0]), truth[:, 1:8])
     stage.GetRootLayer().Save()
     return out

@@ -19,7 +19,7 @@ from pxr import Usd, UsdGeom, UsdPhysics, UsdShade
 
 from real_is_sim.paths import REPO_ROOT
 from real_is_sim.twin.tblock import block_geometry
-from real_is_sim.twin.usd_scene import write_block
+from real_is_sim.twin.usd_scene import new_stage, write_block
 from real_is_sim_tasks.pusht.config import PushTCfg
 
 BLOCK_PRIM = "/TBlock"
@@ -30,16 +30,6 @@ def default_asset_dir() -> Path:
     """Where generated assets go: ``$REAL_IS_SIM_ASSET_CACHE`` or ``~/.cache/real_is_sim/usd``."""
     override = os.environ.get("REAL_IS_SIM_ASSET_CACHE")
     return Path(override) if override else Path.home() / ".cache" / "real_is_sim" / "usd"
-
-
-def _new_stage(default_prim: str) -> tuple[Usd.Stage, Usd.Prim]:
-    stage = Usd.Stage.CreateInMemory()
-    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
-    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
-    UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
-    root = UsdGeom.Xform.Define(stage, default_prim).GetPrim()
-    stage.SetDefaultPrim(root)
-    return stage, root
 
 
 def _bind_friction(stage: Usd.Stage, prims: list[Usd.Prim], path: str, friction: float) -> None:
@@ -56,7 +46,7 @@ def _bind_friction(stage: Usd.Stage, prims: list[Usd.Prim], path: str, friction:
 def tblock_layer(task: PushTCfg) -> str:
     """The T-block as USD text: a rigid body at the identity (Isaac Lab's init_state places it), its spheres."""
     geometry = dataclasses.replace(block_geometry(task), start_pose=np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]))
-    stage, _ = _new_stage(BLOCK_PRIM)
+    stage, _ = new_stage(BLOCK_PRIM)
     body = write_block(stage, geometry, BLOCK_PRIM)
     spheres = [p for p in Usd.PrimRange(body) if p.IsA(UsdGeom.Sphere)]
     _bind_friction(stage, spheres, f"{BLOCK_PRIM}/PhysicsMaterial", task.physical.friction_table)
@@ -66,7 +56,7 @@ def tblock_layer(task: PushTCfg) -> str:
 def table_layer() -> str:
     """A z = 0 collision plane under an Xform: the shape Isaac Lab's ground-plane spawner expects (a ``Plane``
     child it binds its physics material to). Its pose comes from the env config (the task's table plane)."""
-    stage, _ = _new_stage(TABLE_PRIM)
+    stage, _ = new_stage(TABLE_PRIM)
     plane = UsdGeom.Plane.Define(stage, f"{TABLE_PRIM}/CollisionPlane")
     plane.CreateAxisAttr(UsdGeom.Tokens.z)
     plane.CreateWidthAttr(4.0)

@@ -17,6 +17,9 @@ import numpy as np
 
 from real_is_sim.cell import CellCfg, TableCfg, TBlockCfg
 from real_is_sim.errors import DataError
+from real_is_sim.gaussians.cloud import GaussianCloud
+from real_is_sim.gaussians.io import load_object_cloud
+from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.objectfile import load_object_file
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.transforms import matrix_to_pose, quat_rotate
@@ -88,6 +91,15 @@ def rest_on_table(pose: np.ndarray, centers: np.ndarray, radius: float, plane: n
     moved = np.array(pose, dtype=np.float64)
     moved[:3] -= clearance * plane[:3]
     return moved
+
+
+def block_cloud(cell: CellCfg) -> GaussianCloud:
+    """The block as cameras see it, in its body frame: the object file's Gaussians when the block comes from one, else
+    one Gaussian per sphere."""
+    if cell.block.source == "file":
+        return load_object_cloud(cell.block.object_file_path())[0]
+    geometry = block_geometry(cell)
+    return cloud_from_spheres(geometry.centers, np.full(len(geometry.centers), geometry.radius))
 
 
 def block_geometry(task: CellCfg) -> BlockGeometry:

@@ -23,6 +23,18 @@ BLOCK_PATH = "/World/TBlock"
 SH_C0 = 0.28209479177387814  # degree-0 spherical harmonic, as in real_is_sim.gaussians.io
 
 
+def new_stage(default_prim: str) -> tuple[Usd.Stage, Usd.Prim]:
+    """An in-memory stage in the project's units (z up, metres, kilograms) with an Xform ``default_prim`` as its
+    default prim: the start of every generated asset (export it with ``stage.GetRootLayer().Export``)."""
+    stage = Usd.Stage.CreateInMemory()
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
+    root = UsdGeom.Xform.Define(stage, default_prim).GetPrim()
+    stage.SetDefaultPrim(root)
+    return stage, root
+
+
 def _set_pose(prim: Usd.Prim, pose: np.ndarray) -> None:
     xform = UsdGeom.Xformable(prim)
     xform.ClearXformOpOrder()

@@ -28,7 +28,6 @@ from real_is_sim.correction.sensor import SensorCamera
 from real_is_sim.correction.sensor import VisualForceSensorCfg as CoreSensorCfg
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.cloud import GaussianCloud
-from real_is_sim.gaussians.io import load_object_cloud
 from real_is_sim.gaussians.spheres import cloud_from_spheres
 from real_is_sim.isaaclab.actuator import VisualForceActuatorCfg
 from real_is_sim.isaaclab.assets import pusht_asset_paths
@@ -37,7 +36,7 @@ from real_is_sim.isaaclab.renderer import GaussianBodyCfg, GaussianRendererCfg
 from real_is_sim.isaaclab.sensor import VisualForceSensorCfg
 from real_is_sim.standin.cameras import ring_cameras
 from real_is_sim.transforms import look_at_X_WC, matrix_to_quat
-from real_is_sim.twin.tblock import block_geometry, table_plane
+from real_is_sim.twin.tblock import block_cloud, block_geometry, table_plane
 from real_is_sim_tasks.pusht.config import DEFAULT_YAML, PushTCfg, load_pusht_cfg
 
 CONTROL_HZ = 60.0
@@ -61,18 +60,10 @@ def _table_pose(plane: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]
     return tuple(float(v) for v in -plane[3] * n), tuple(float(v) for v in matrix_to_quat(rotation))
 
 
-def _object_file_cloud(path: str) -> GaussianCloud:
-    return load_object_cloud(path)[0]
-
-
 def block_cloud_factory(task: PushTCfg) -> Callable[[], GaussianCloud]:
-    """Makes the block's Gaussians in its body frame, as ``real_is_sim.bridge.compose.block_cloud`` picks them: the
-    object file's Gaussians when the task's block comes from one, else one Gaussian per sphere. A callable because
+    """Makes the block's Gaussians in its body frame (:func:`real_is_sim.twin.tblock.block_cloud`). A callable because
     configclass walks (and would write into) a frozen cloud's fields."""
-    if task.block.source == "file":
-        return functools.partial(_object_file_cloud, str(task.block.object_file_path()))
-    geometry = block_geometry(task)
-    return functools.partial(cloud_from_spheres, geometry.centers, np.full(len(geometry.centers), geometry.radius))
+    return functools.partial(block_cloud, task)
 
 
 def _camera_offset(X_PC: np.ndarray) -> CameraCfg.OffsetCfg:
