@@ -11,9 +11,11 @@ DEMO_OUT ?= out/demo
 
 setup: $(VENV)/.installed
 
-# libusb is needed by pyrealsense2 (hardware extra, imported lazily but tested for its clear no-device error).
+# libusb is needed by pyrealsense2 (hardware extra, imported lazily but tested for its clear no-device error);
+# chromium is the headless browser the teleoperation page test drives (playwright, never its own browser download).
 $(VENV)/.installed: pyproject.toml constraints/isaaclab-3.0.txt
 	@ldconfig -p | grep -q libusb-1.0.so.0 || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libusb-1.0-0)
+	@command -v chromium >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# Every version follows Isaac Lab 3.0 (constraints file); torch 2.13.0 is the CPU wheel on disk, any other

@@ -1,0 +1,1 @@
+"""Scene building: an object (spheres + Gaussians) from calibrated views, the table plane from its points."""
