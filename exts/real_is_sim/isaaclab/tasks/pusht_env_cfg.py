@@ -34,8 +34,9 @@ from real_is_sim.isaaclab.assets import pusht_asset_paths
 from real_is_sim.isaaclab.franka import FRANKA_PUSHER_CFG, FRANKA_PUSHER_SOLVER_CFG
 from real_is_sim.isaaclab.renderer import GaussianBodyCfg, GaussianRendererCfg
 from real_is_sim.isaaclab.sensor import VisualForceSensorCfg
+from real_is_sim.render.virtual_cameras import X_HAND_WRIST
 from real_is_sim.standin.cameras import ring_cameras
-from real_is_sim.transforms import look_at_X_WC, matrix_to_quat
+from real_is_sim.transforms import matrix_to_quat
 from real_is_sim.twin.tblock import block_cloud, block_geometry, table_plane
 from real_is_sim_tasks.pusht.config import DEFAULT_YAML, PushTCfg, load_pusht_cfg
 
@@ -43,12 +44,6 @@ CONTROL_HZ = 60.0
 PHYSICS_STEPS_PER_CONTROL = 4  # as the core twin's substeps: 240 Hz physics
 
 CAMERA_NAMES = ("static", "wrist")
-# The wrist camera in the panda_hand frame (z along the fingers, down when the hand points down; the pusher's TCP at
-# z = 0.1034): mounted 6 cm to the hand's +x side, looking down past the pusher at a point 20 cm beyond the TCP.
-# Image up is the hand's +x, so the pusher sits in the lower half of the view.
-WRIST_CAMERA_EYE = (0.06, 0.0, 0.03)
-WRIST_CAMERA_TARGET = (0.0, 0.0, 0.3)
-WRIST_CAMERA_UP = (1.0, 0.0, 0.0)
 
 
 def _table_pose(plane: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -200,7 +195,7 @@ class PushTEnvCfg(DirectRLEnvCfg):
         self.scene.static_camera = camera if "static" in cameras else None
         self.scene.wrist_camera = camera.replace(
             prim_path="{ENV_REGEX_NS}/Robot/panda_hand/WristCamera",
-            offset=_camera_offset(look_at_X_WC(WRIST_CAMERA_EYE, WRIST_CAMERA_TARGET, up=WRIST_CAMERA_UP)),
+            offset=_camera_offset(X_HAND_WRIST),  # the core's wrist camera mount (render.virtual_cameras)
             update_latest_camera_pose=True,  # else Isaac Lab reads the pose once and the camera stays behind
         ) if "wrist" in cameras else None
 
