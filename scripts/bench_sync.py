@@ -36,22 +36,30 @@ def push_targets(session: Bridge, lateral: float) -> np.ndarray:
     return np.concatenate([push, np.repeat(push[-1:], 30, axis=0)])
 
 
-def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: dict | None = None) -> np.ndarray:
-    """Per-tick (position error m, yaw error rad) of one scripted push."""
+def run_cfg(draw: int, visual_forces: bool, sensor_overrides: dict | None = None) -> BridgeCfg:
+    """The bridge of one run: hidden parameters and the stand-in block's start offset drawn from ``draw``."""
     rng = np.random.default_rng(1000 + draw)
     offset = [*rng.uniform(-0.015, 0.015, 2), np.radians(rng.uniform(-6, 6))]
     base = BridgeCfg()
     sensor = dataclasses.replace(base.sensor, **(sensor_overrides or {}))
-    cfg = dataclasses.replace(base, loop=LoopCfg(visual_forces=visual_forces), initial_offset=offset, sensor=sensor,
-                              standin=StandInCfg(seed=draw))
-    session = build_bridge(cfg, task)
+    return dataclasses.replace(base, loop=LoopCfg(visual_forces=visual_forces), initial_offset=offset, sensor=sensor,
+                               standin=StandInCfg(seed=draw))
+
+
+def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: dict | None = None) -> np.ndarray:
+    """Per-tick (position error m, yaw error rad) of one scripted push."""
+    session = build_bridge(run_cfg(draw, visual_forces, sensor_overrides), task)
     errors = []
     for q in push_targets(session, lateral):
         session.tick(q[None])
-        twin, real = session.twin.object_poses()[0, 0], session.standin.object_poses()[0]
-        yaw = np.angle(np.exp(1j * (yaw_of(twin[3:7]) - yaw_of(real[3:7]))))
-        errors.append((np.linalg.norm(twin[:2] - real[:2]), abs(float(yaw))))
+        errors.append(pose_error(session.twin.object_poses()[0, 0], session.standin.object_poses()[0]))
     return np.array(errors)
+
+
+def pose_error(twin: np.ndarray, real: np.ndarray) -> tuple[float, float]:
+    """Block pose error (7,) vs (7,): position in the table plane (m), |yaw difference| (rad)."""
+    yaw = np.angle(np.exp(1j * (yaw_of(twin[3:7]) - yaw_of(real[3:7]))))
+    return float(np.linalg.norm(twin[:2] - real[:2])), abs(float(yaw))
 
 
 def summary(errors: list[np.ndarray]) -> dict:

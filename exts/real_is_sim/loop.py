@@ -3,6 +3,10 @@
 Per tick: frames in -> visual-force sensor -> actuator -> physics step -> (Gaussians re-posed on the bodies)
 -> follower command out. Two switches: ``visual_forces`` (steps 1-4) and ``follow_real`` (step 6). With both
 off, nothing is rendered and nothing is sent: the twin is a plain virtual environment.
+
+``correction="pipelined"`` takes the sensor out of the tick: it runs beside it (a worker thread, or for tests a
+fixed tick delay) on the newest frames and the twin's poses at their exposure, and each tick applies the newest
+reading, its springs pulled from the twin's pose at that tick (docs/realtime.md).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -18,6 +22,8 @@ from real_is_sim.cameras.base import CameraSource
 from real_is_sim.cameras.sync import FrameSynchronizer, SyncedFrames
 from real_is_sim.correction.actuator import VisualForceActuator
 from real_is_sim.correction.sensor import SensorReading, VisualForceSensor
+from real_is_sim.correction.worker import DelayedSensor, SensorWorker
+from real_is_sim.errors import ConfigError
 from real_is_sim.robot.follower import Follower
 
 
@@ -35,6 +41,24 @@ class LoopCfg:
     # the twin's motion since then is its own correction (a resting block: without it the twin rings around
     # it); wrong when it is tracking a block that keeps moving (reality moved on too). See docs/correction.md.
     pull_from_current: bool = True
+    # "serial": the sensor runs inside each tick, which lasts as long as it takes. "pipelined": the sensor runs beside
+    # the tick on the newest frames, and every tick applies the newest reading (physics and follower keep their rate).
+    correction: str = "serial"
+    # pipelined: None runs the sensor in a worker thread; k >= 0 runs it inside the tick, without threads, and applies
+    # its reading k ticks later for k ticks (reproducible: tests; 0 is the serial loop).
+    pipeline_delay_ticks: Optional[int] = None
+    # pipelined: a sensor update that has not returned after this long (wall clock) stops the loop with an error
+    sensor_timeout_s: float = 10.0
+
+    def __post_init__(self):
+        if self.correction not in ("serial", "pipelined"):
+            raise ConfigError(f"loop.correction must be 'serial' or 'pipelined', got {self.correction!r}")
+        if self.pipeline_delay_ticks is not None and not (isinstance(self.pipeline_delay_ticks, int)
+                                                          and self.pipeline_delay_ticks >= 0):
+            raise ConfigError(f"loop.pipeline_delay_ticks must be None or an integer >= 0, "
+                              f"got {self.pipeline_delay_ticks!r}")
+        if not self.sensor_timeout_s > 0:
+            raise ConfigError(f"loop.sensor_timeout_s must be positive, got {self.sensor_timeout_s}")
 
 
 @dataclass
@@ -46,6 +70,21 @@ class TickReport:
     frames_missing: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
     recovered: list[int] = field(default_factory=list)  # objects re-localised this tick after being lost
+    # s from the exposure of the frames behind the wrench applied this tick to this tick (None: none applied). The
+    # serial loop's is the camera latency; the pipelined loop adds the sensor's time and the ticks it was held.
+    correction_age: float | None = None
+
+
+@dataclass
+class CorrectionJob:
+    """One pipelined sensor update's inputs, fixed at the tick that submitted it."""
+
+    tick: int
+    exposed: float  # loop time the frames were exposed (median over the fresh cameras)
+    poses_at_exposure: np.ndarray  # (n_obj, 7)
+    images: list  # one per sensor camera, None where none is fresh
+    robot_q: np.ndarray | None  # joints the robot occluders are rendered at; None without occluders
+    current_poses: np.ndarray | None  # the twin's poses at submission (pull_from_current)
 
 
 class OnlineLoop:
@@ -83,13 +122,21 @@ class OnlineLoop:
         history = int(np.ceil(2 * cfg.stale_after / twin.control_dt)) + 2
         self._pose_history: deque[tuple[float, np.ndarray]] = deque(maxlen=history)
         self._pose_history.append((0.0, twin.object_poses()[cfg.world]))
+        self._worker: SensorWorker | DelayedSensor | None = None
+        self._held: tuple[CorrectionJob, SensorReading] | None = None  # applied every tick until a newer one is ready
+        if cfg.visual_forces and cfg.correction == "pipelined":
+            self._worker = (SensorWorker(self._sensor_update, cfg.sensor_timeout_s) if cfg.pipeline_delay_ticks is None
+                            else DelayedSensor(self._sensor_update, cfg.pipeline_delay_ticks))
 
     def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
         """One control step at time ``self.t``; ``robot_q_target`` ``(num_worlds, 7)`` drives the twin robot."""
         cfg, twin, w = self.cfg, self.twin, self.cfg.world
         report = TickReport(self.t, None)
         clock = time.perf_counter()
-        if cfg.visual_forces:
+        if cfg.visual_forces and self._worker is not None:
+            self._pipelined_correction(report)
+            report.seconds["correction"] = time.perf_counter() - clock
+        elif cfg.visual_forces:
             synced = self._frames(self.t)
             report.frames_used = list(synced.fresh)
             report.frames_stale, report.frames_missing = synced.stale, synced.missing
@@ -99,6 +146,7 @@ class OnlineLoop:
             current = twin.object_poses()[w] if cfg.pull_from_current else None
             report.reading = self.sensor.update(self._poses_at(exposed), images, occluders, current)
             self.actuator.apply(report.reading.wrench, world=w)
+            report.correction_age = self.t - exposed
             if report.reading.lost.any() and self.relocalize is not None and synced.fresh:
                 report.recovered = self._recover(images, report.reading.lost)
             report.seconds["sensor"] = time.perf_counter() - clock
@@ -115,6 +163,54 @@ class OnlineLoop:
             # The real arm follows the twin robot's *actual* joints (not the policy's targets).
             self.follower.send(twin.robot_q()[w], self.follower.now())
         return report
+
+    def _pipelined_correction(self, report: TickReport) -> None:
+        """Collect a finished reading, hand the sensor the newest frames when it is free, apply the held reading."""
+        w = self.cfg.world
+        synced = self._frames(self.t)
+        report.frames_used = list(synced.fresh)
+        report.frames_stale, report.frames_missing = synced.stale, synced.missing
+        self._collect(report)
+        if self._worker.idle():
+            self._worker.submit(self._job(synced))
+            self._collect(report)  # ready at once only with pipeline_delay_ticks 0
+        if self._held is None:
+            return
+        job, reading = self._held
+        if self.cfg.pull_from_current and reading.targets is not None:
+            # the twin moved since the update began: its springs pull from where the bodies are now
+            wrench = self.sensor.spring_wrench(reading.targets, self.twin.object_poses()[w])
+        else:
+            wrench = reading.wrench
+        self.actuator.apply(wrench, world=w)
+        report.correction_age = self.t - job.exposed
+
+    def _collect(self, report: TickReport) -> None:
+        ready = self._worker.collect(self.ticks)
+        if ready is None:
+            return
+        job, reading = ready
+        report.reading = reading
+        self._held = ready
+        if reading.lost.any() and self.relocalize is not None and any(image is not None for image in job.images):
+            report.recovered = self._recover(job.images, reading.lost)  # the sensor is idle: it just handed this over
+
+    def _job(self, synced: SyncedFrames) -> CorrectionJob:
+        images = [synced.fresh[c.name].image if c.name in synced.fresh else None for c in self.sensor.cameras]
+        robot_q = self._robot_in_view() if self.occluders is not None else None
+        exposed = float(np.median([f.timestamp for f in synced.fresh.values()])) if synced.fresh else self.t
+        current = self.twin.object_poses()[self.cfg.world] if self.cfg.pull_from_current else None
+        return CorrectionJob(self.ticks, exposed, self._poses_at(exposed), images, robot_q, current)
+
+    def _sensor_update(self, job: CorrectionJob) -> SensorReading:
+        """Runs where the sensor runs (the worker thread): the robot occluders are posed there too."""
+        occluders = self.occluders(job.robot_q) if job.robot_q is not None else None
+        return self.sensor.update(job.poses_at_exposure, job.images, occluders, job.current_poses)
+
+    def close(self) -> None:
+        """Stop the pipelined loop's sensor thread (after its update in flight); nothing to do for the serial loop."""
+        if self._worker is not None:
+            self._worker.close()
 
     def _robot_in_view(self) -> np.ndarray:
         """Joints of the robot the cameras see: the real arm's measured ones when it follows (it lags the twin by
@@ -138,7 +234,11 @@ class OnlineLoop:
         return [int(i) for i in np.flatnonzero(lost)]
 
     def reset_history(self) -> None:
-        """Forget past twin poses (after the twin was reset or re-initialised)."""
+        """Forget past twin poses, and in the pipelined loop the readings of the twin before (after the twin was
+        reset or re-initialised)."""
+        if self._worker is not None:
+            self._worker.collect(self.ticks, wait=True)  # an update begun on the old twin: let it end, drop it
+            self._held = None
         self._pose_history.clear()
         self._pose_history.append((self.t, self.twin.object_poses()[self.cfg.world]))
 

@@ -79,6 +79,18 @@ class Bridge:
         """One tick commanded by the configured policy."""
         return self.tick(self.policy(self.loop.t))
 
+    def reset_twin(self, object_poses: np.ndarray) -> None:
+        """Put the twin's objects at ``object_poses (n_obj, 7)``, its robot where it is, and forget the loop's past
+        (pose history, pending wrench, lost flags): a new episode whose start pose is known, e.g. after the
+        stand-in's block was placed there (``standin.teleport``)."""
+        w = self.loop.cfg.world
+        self.twin.reset(world_ids=[w], object_poses=np.asarray(object_poses)[None], robot_q=self.twin.robot_q()[w][None])
+        self.loop.reset_history()
+        if self.loop.actuator is not None:
+            self.loop.actuator.clear(world=w)
+        if self.loop.sensor is not None:
+            self.loop.sensor.reset_health()
+
     def ground_truth(self) -> np.ndarray | None:
         """Reality's object poses ``(n_obj, 7)`` where reality is simulated (the stand-in), else None."""
         return self.standin.object_poses() if self.standin is not None else None
@@ -92,7 +104,8 @@ class Bridge:
         return float(np.linalg.norm(twin[:2] - real[0, :2])), float(rotation_angle_between(twin[3:7], real[0, 3:7]))
 
     def hold_and_stop(self) -> None:
-        """The robot holds where it is, then stops; the cameras close. Safe to call more than once."""
+        """The robot holds where it is, then stops; the loop's sensor thread (pipelined) and the cameras close. Safe
+        to call more than once."""
         if self.closed:
             return
         self.closed = True
@@ -104,8 +117,11 @@ class Bridge:
                 if self.follower is not None:
                     self.follower.close()
             finally:
-                if self.source is not None:
-                    self.source.close()
+                try:
+                    self.loop.close()
+                finally:
+                    if self.source is not None:
+                        self.source.close()
 
 
 SourceWrapper = Callable[[CameraSource, list[CameraInfo]], CameraSource]

@@ -155,6 +155,9 @@ class SensorReading:
     lost: np.ndarray  # (B,) bool
     cameras_used: list[str] = field(default_factory=list)
     cameras_rejected: dict[str, str] = field(default_factory=dict)  # name -> reason (missing, non-finite, shape)
+    # (N, 3) the optimised Gaussian means (world) the springs pull towards; None when no frame was usable. A loop
+    # that applies the reading later recomputes the springs from the twin's pose then (spring_wrench).
+    targets: torch.Tensor | None = None
 
     @property
     def ok(self) -> bool:
@@ -235,16 +238,25 @@ class VisualForceSensor:
             loss.backward()
             adam.step()
         means_now = means0.detach() if current_poses is None else pose_cloud(self.cloud, now)[0].detach()
-        wrench = displacement_wrench(
-            means_now, means.detach(), self.cloud.body_ids, self._com_world(now),
-            self.cfg.kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal,
-        )
+        wrench = self._springs(means_now, means.detach(), now)
         visible = np.isfinite(residual)
         bad = visible & (residual > self.cfg.lost_residual)
         self._bad_ticks = np.where(bad, self._bad_ticks + 1, np.where(visible, 0, self._bad_ticks))
         confidence = np.where(visible, np.exp(-np.nan_to_num(residual) / max(self.cfg.residual_scale, 1e-9)), 0.0)
         lost = self._bad_ticks >= self.cfg.lost_after_ticks
-        return SensorReading(wrench.double().numpy(), losses[0], losses[-1], residual, confidence, lost, used, rejected)
+        return SensorReading(wrench.double().numpy(), losses[0], losses[-1], residual, confidence, lost, used, rejected,
+                             means.detach())
+
+    def spring_wrench(self, targets: torch.Tensor, current_poses: np.ndarray) -> np.ndarray:
+        """``(B, 6)``: the springs from the Gaussians on the bodies at ``current_poses (B, 7)`` to a reading's
+        ``targets``, as :meth:`update` computes its wrench (identical for the same poses). For a reading applied
+        after the twin moved on (the pipelined loop)."""
+        now = self._checked_poses(current_poses, "current_poses")
+        return self._springs(pose_cloud(self.cloud, now)[0].detach(), targets, now).double().numpy()
+
+    def _springs(self, means_now: torch.Tensor, targets: torch.Tensor, poses_now: torch.Tensor) -> torch.Tensor:
+        return displacement_wrench(means_now, targets, self.cloud.body_ids, self._com_world(poses_now),
+                                   self.cfg.kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal)
 
     def reset_health(self) -> None:
         """Forget past residuals (after the twin was re-initialised)."""

@@ -1,0 +1,111 @@
+"""Where the pipelined loop runs its visual-force sensor: a worker thread, or a fixed tick delay without threads.
+
+Both take one update at a time (``submit`` when ``idle``) and hand back ``(job, reading)`` from ``collect`` once
+it is ready; the loop applies the reading from then on. :class:`SensorWorker` runs the update in a thread beside
+the 60 Hz tick (Warp's CPU kernels and torch's ops release the GIL: docs/realtime.md); :class:`DelayedSensor`
+runs it inside the tick and makes it ready ``delay_ticks`` later, so a test can reproduce the schedule exactly.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+from real_is_sim.errors import RealIsSimError
+
+
+class CorrectionError(RealIsSimError):
+    """The visual-force sensor failed or stopped answering in the pipelined loop; the cause is chained."""
+
+
+class SensorWorker:
+    """One sensor update at a time in a daemon thread. A failure in the thread is raised in the loop by
+    :meth:`collect`; an update running longer than ``timeout_s`` is raised there too (never a silent hang)."""
+
+    def __init__(self, update: Callable[[Any], Any], timeout_s: float):
+        self._update = update
+        self.timeout_s = timeout_s
+        self._jobs: queue.Queue = queue.Queue()
+        self._results: queue.Queue = queue.Queue()
+        self._in_flight = None
+        self._submitted_at = 0.0
+        self._thread = threading.Thread(target=self._serve, name="visual-force-sensor", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                result = self._update(job)
+            except BaseException as exc:  # handed to the loop's thread, raised there
+                result = exc
+            self._results.put((job, result))
+
+    def idle(self) -> bool:
+        return self._in_flight is None
+
+    def submit(self, job) -> None:
+        if not self._thread.is_alive():
+            raise CorrectionError("the visual-force sensor's worker thread is closed")
+        if self._in_flight is not None:
+            raise CorrectionError("the visual-force sensor is still busy with the previous update")
+        self._in_flight, self._submitted_at = job, time.perf_counter()
+        self._jobs.put(job)
+
+    def collect(self, tick: int, wait: bool = False):
+        """``(job, reading)`` of the finished update, or None while it runs (``wait``: block until it is done)."""
+        if self._in_flight is None:
+            return None
+        timeout = max(0.0, self._submitted_at + self.timeout_s - time.perf_counter())
+        try:
+            job, result = self._results.get(block=wait, timeout=timeout if wait else None)
+        except queue.Empty:
+            if time.perf_counter() - self._submitted_at >= self.timeout_s:
+                raise CorrectionError(f"the visual-force sensor has not returned for {self.timeout_s} s "
+                                      f"(loop.sensor_timeout_s)") from None
+            return None
+        self._in_flight = None
+        if isinstance(result, BaseException):
+            raise CorrectionError(f"the visual-force sensor failed in its worker thread: "
+                                  f"{type(result).__name__}: {result}") from result
+        return job, result
+
+    def close(self) -> None:
+        """Stop the thread after the update in flight (waits at most ``timeout_s``). Safe to call twice."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join(self.timeout_s)
+            if self._thread.is_alive():
+                raise CorrectionError(f"the visual-force sensor's worker did not stop within {self.timeout_s} s")
+        self._in_flight = None
+
+
+class DelayedSensor:
+    """The worker's schedule without a thread: the update runs when submitted (its errors raise there) and its
+    reading is ready ``delay_ticks`` ticks later (0: in the same tick, which is the serial loop)."""
+
+    def __init__(self, update: Callable[[Any], Any], delay_ticks: int):
+        self._update = update
+        self.delay_ticks = delay_ticks
+        self._pending = None
+
+    def idle(self) -> bool:
+        return self._pending is None
+
+    def submit(self, job) -> None:
+        if self._pending is not None:
+            raise CorrectionError("the visual-force sensor is still busy with the previous update")
+        self._pending = (job, self._update(job))
+
+    def collect(self, tick: int, wait: bool = False):
+        if self._pending is None or (tick < self._pending[0].tick + self.delay_ticks and not wait):
+            return None
+        ready, self._pending = self._pending, None
+        return ready
+
+    def close(self) -> None:
+        self._pending = None
