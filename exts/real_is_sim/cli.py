@@ -5,6 +5,10 @@
     real-is-sim demo [--out out/demo]
     real-is-sim replay --out DIR [--max-frames N]
     real-is-sim export-usd SESSION_DIR [--out FILE]
+    real-is-sim collect --out DIR [--expert scripted|teleop] [--mode offline|online] [--episodes N] [--start-poses FILE|random]
+    real-is-sim train --dataset DIR --out DIR [--variant pose|static_camera|wrist_camera|real_image] [--steps N ...]
+    real-is-sim build-object RECORDING --frame N (--background-frame M | --backgrounds DIR | --masks DIR) --out DIR
+    real-is-sim build-ground POINTS.npy --out ground_plane.json
 
 Each prints a short human summary and, on its last stdout line, one JSON object. Bad input ends in one line on
 stderr naming the problem (exit 2); a session stopped by a failing stage exits 1, by Ctrl-C 130.
@@ -237,8 +241,166 @@ def export_usd(args) -> int:
     return 0
 
 
+# -- train ----------------------------------------------------------------------------------------------------
+
+
+def _train_parser(sub) -> None:
+    from real_is_sim.policy.config import LR_SCHEDULES, VARIANTS
+
+    p = sub.add_parser("train", help="train the flow-matching waypoint policy on a demonstration dataset (docs/policy.md)",
+                       description="Train the policy on a LeRobot v3 dataset; checkpoints (config, normalisers, "
+                                   "weights, optimiser and RNG state in one file) every K steps, a loss plot at the end.")
+    p.add_argument("--dataset", required=True, help="the dataset root (meta/info.json inside)")
+    p.add_argument("--out", required=True, help="run directory: step_NNNNNN.pt, last.pt, loss.png, train.json")
+    p.add_argument("--variant", default="pose", choices=VARIANTS, help="observation variant (default: pose)")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--checkpoint-every", type=int, metavar="K")
+    p.add_argument("--frame-stride", type=int, help="train on every k-th frame")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt (same settings)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: a run is reproducible only "
+                                                          "with the same count, and 1 is fastest on a shared 2-core CPU)")
+    p.add_argument("overrides", nargs="*", help="policy.KEY=V or train.KEY=V, e.g. policy.trunk=unet train.warmup_steps=0")
+
+
+def train(args) -> int:
+    import torch
+
+    from real_is_sim.policy.train import configs_from_args, train as train_policy
+
+    torch.set_num_threads(args.threads)
+    policy_cfg, train_cfg = configs_from_args(
+        args.variant, args.overrides, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+        lr_schedule=args.lr_schedule, seed=args.seed, checkpoint_every=args.checkpoint_every,
+        frame_stride=args.frame_stride)
+    result = train_policy(args.dataset, policy_cfg, train_cfg, args.out, resume=args.resume,
+                          progress=not args.no_progress)
+    print(f"trained {policy_cfg.variant} for {result.steps} steps on {result.samples} samples; "
+          f"checkpoint {result.checkpoint}")
+    print(json.dumps(json.loads((Path(args.out) / "train.json").read_text())))
+    return 0
+
+
+# -- collect --------------------------------------------------------------------------------------------------
+
+
+def _collect_parser(sub) -> None:
+    from real_is_sim.demos import MODES
+    from real_is_sim.demos.collect import EXPERTS, TIME_LIMIT_S
+
+    p = sub.add_parser("collect", help="record PushT demonstrations into a LeRobot v3 dataset (docs/dataset.md)",
+                       description="Episodes from the scripted expert or the web teleoperation page, offline (twin "
+                                   "only) or online (against the stand-in, visual forces on), 60 Hz, into --out; a "
+                                   "rerun appends the episodes still missing.")
+    p.add_argument("--expert", default="scripted", choices=EXPERTS)
+    p.add_argument("--mode", default="offline", choices=MODES)
+    p.add_argument("--episodes", type=int, default=10, help="episodes the dataset should hold (default 10)")
+    p.add_argument("--start-poses", default="random", metavar="FILE|random",
+                   help="a start pose file ({\"poses\": [[7 numbers], ...]}) or random ones (seeded)")
+    p.add_argument("--out", required=True, help="the dataset root (created, or resumed when it exists)")
+    p.add_argument("--seed", type=int, default=0, help="random start poses, the expert's planner, the stand-in")
+    p.add_argument("--task", default="pusht.yaml", help="the task YAML (default pusht.yaml)")
+    p.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, help=f"s per scripted episode (default {TIME_LIMIT_S:g})")
+    p.add_argument("--port", type=int, default=8080, help="teleop: the page's port on 127.0.0.1")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", help="BridgeCfg key=value overrides, e.g. cameras.num_cameras=2")
+
+
+def collect(args) -> int:
+    from real_is_sim.demos.collect import collect as collect_demos
+
+    _sigterm_as_interrupt()
+    try:
+        result = collect_demos(args.expert, args.mode, args.episodes, args.start_poses, args.out, seed=args.seed,
+                               task=args.task, overrides=args.overrides, time_limit_s=args.time_limit,
+                               progress=not args.no_progress, teleop_port=args.port)
+    except KeyboardInterrupt:
+        print("collect interrupted: the finished episodes are in the dataset, a rerun continues", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"{result.recorded} episodes recorded ({result.successes} successful), {result.episodes} in {result.out}")
+    print(json.dumps(result.to_dict()))
+    return 0
+
+
+# -- build-object / build-ground -----------------------------------------------------------------------------
+
+
+def _build_object_parser(sub) -> None:
+    from real_is_sim.scene.build import ObjectBuildCfg
+    from real_is_sim.scene.gaussian_fit import GaussianFitCfg
+
+    p = sub.add_parser("build-object", help="an object file + USD from >= 4 calibrated views (docs/scene.md)",
+                       description="Segment the object in every camera of a recording (difference to the empty cell, or "
+                                   "mask files), carve its visual hull, fill it with fixed-radius spheres, fit Gaussians "
+                                   "to the views, and write OUT/NAME.json (tblock.json's format) and OUT/NAME.usda.")
+    p.add_argument("recording", help="a recording directory: cameras.json, videos/<serial>.mp4 and .json")
+    p.add_argument("--frame", type=int, required=True, help="the frame index that shows the object")
+    p.add_argument("--background-frame", type=int, help="the frame index that shows the empty cell")
+    p.add_argument("--backgrounds", help="a folder of <serial>.npy images of the empty cell")
+    p.add_argument("--masks", help="a folder of <serial>.png|.npy object masks (non-zero = object), used instead of segmenting")
+    p.add_argument("--ground", help="the table's ground_plane.json (default: the plane z = 0)")
+    p.add_argument("--name", default=ObjectBuildCfg.name)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--sphere-radius", type=float, default=ObjectBuildCfg.sphere_radius, help="m (default: %(default)s)")
+    p.add_argument("--sphere-spacing", type=float, default=ObjectBuildCfg.sphere_spacing, help="m (default: %(default)s)")
+    p.add_argument("--voxel", type=float, default=ObjectBuildCfg.voxel_size, help="m (default: %(default)s)")
+    p.add_argument("--mass", type=float, default=ObjectBuildCfg.mass, help="kg, for the USD (default: %(default)s)")
+    p.add_argument("--gaussians", type=int, default=GaussianFitCfg.num_gaussians, help="(default: %(default)s)")
+    p.add_argument("--iterations", type=int, default=GaussianFitCfg.iterations, help="Gaussian fit (default: %(default)s)")
+    p.add_argument("--threshold", type=float, default=0.08, help="segmentation: colour difference to the empty cell")
+
+
+def build_object(args) -> int:
+    from real_is_sim.scene.build import ObjectBuildCfg, build_object as build, write_object
+    from real_is_sim.scene.gaussian_fit import GaussianFitCfg
+    from real_is_sim.scene.ground import read_ground_plane
+    from real_is_sim.scene.views import load_views
+
+    cfg = ObjectBuildCfg(name=args.name, voxel_size=args.voxel, sphere_radius=args.sphere_radius,
+                         sphere_spacing=args.sphere_spacing, mass=args.mass,
+                         gaussians=GaussianFitCfg(num_gaussians=args.gaussians, iterations=args.iterations))
+    plane = read_ground_plane(args.ground) if args.ground else [0.0, 0.0, 1.0, 0.0]
+    views = load_views(args.recording, args.frame, args.background_frame, args.backgrounds, args.masks, args.threshold)
+    built = build(views, plane, cfg)
+    json_path, usd_path = write_object(built, args.out)
+    summary = {**built.summary(), "views": [v.camera.serial for v in views], "object_file": str(json_path),
+               "usd": str(usd_path)}
+    print(f"{built.name}: {summary['spheres']} spheres of {cfg.sphere_radius * 1000:g} mm, {summary['gaussians']} "
+          f"Gaussians from {len(views)} views in {summary['seconds']} s -> {json_path}, {usd_path}")
+    print(json.dumps(summary))
+    return 0
+
+
+def _build_ground_parser(sub) -> None:
+    p = sub.add_parser("build-ground", help="the table plane from a point cloud (docs/scene.md)",
+                       description="RANSAC for the inliers, least squares on them; writes ground_plane.json's format "
+                                   "(upward normal: points above the table are positive) with the inlier ratio and "
+                                   "the residual.")
+    p.add_argument("points", help="an (N, 3) .npy point cloud, as environment/ground.npy")
+    p.add_argument("--out", required=True, help="the plane file to write")
+    p.add_argument("--threshold", type=float, default=0.003, help="inlier distance, m (default: %(default)s)")
+    p.add_argument("--iterations", type=int, default=500, help="RANSAC samples (default: %(default)s)")
+
+
+def build_ground(args) -> int:
+    from real_is_sim.scene.ground import fit_plane, load_points, write_ground_plane
+
+    fit = fit_plane(load_points(args.points), args.threshold, args.iterations)
+    path = write_ground_plane(fit, args.out)
+    print(f"plane {[round(float(v), 5) for v in fit.plane]}: {fit.inlier_ratio:.1%} of {fit.inliers.size} points within "
+          f"{args.threshold * 1000:g} mm, rms residual {fit.rms_residual * 1000:.2f} mm -> {path}")
+    print(json.dumps({**fit.to_dict(), "out": str(path)}))
+    return 0
+
+
 COMMANDS = {"deploy": (_deploy_parser, deploy), "home": (_home_parser, home), "demo": (_demo_parser, demo), "replay": (_replay_parser, replay),
-            "export-usd": (_export_usd_parser, export_usd)}
+            "export-usd": (_export_usd_parser, export_usd), "train": (_train_parser, train),
+            "collect": (_collect_parser, collect), "build-object": (_build_object_parser, build_object),
+            "build-ground": (_build_ground_parser, build_ground)}
 
 
 def main(argv: list[str] | None = None) -> int:

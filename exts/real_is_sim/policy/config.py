@@ -1,0 +1,82 @@
+"""Policy and training settings; bad values raise one ConfigError naming the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from real_is_sim.errors import ConfigError
+
+VARIANTS = ("pose", "static_camera", "wrist_camera", "real_image")
+CAMERA_VARIANTS = ("static_camera", "wrist_camera", "real_image")
+TRUNKS = ("mlp", "unet")
+LR_SCHEDULES = ("cosine", "constant")
+ACTION_DIM = 8  # 7 desired joints q' + progress p
+
+
+@dataclass
+class PolicyCfg:
+    variant: str = "pose"
+    waypoints: int = 32  # m waypoints per chunk
+    horizon_s: float = 1.0  # H: the chunk spans H seconds, one waypoint every H/m s
+    euler_steps: int = 10  # integration steps from noise to a chunk at inference
+    basis: int = 8  # > 0: the flow runs over the chunk's first `basis` DCT coefficients (smooth by construction)
+    trunk: str = "mlp"  # "mlp" (chosen: docs/policy.md, Trunk) or "unet" (1D conv U-Net over the waypoints)
+    hidden: int = 256  # trunk width (MLP: hidden units; U-Net: hidden/4 and hidden/2 channels)
+    cond_dim: int = 256  # observation embedding width fed to the trunk
+    image_size: int = 64  # square camera observations, pixels
+    image_embed: int = 64  # the CNN's output width
+    num_objects: int = 1
+    cell: str = ""  # the dataset's cell YAML (set by training): where images are rendered and evaluations run
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"policy variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.trunk not in TRUNKS:
+            raise ConfigError(f"policy trunk must be one of {TRUNKS}, got {self.trunk!r}")
+        for name in ("waypoints", "euler_steps", "hidden", "cond_dim", "image_embed", "num_objects"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"policy {name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.basis <= self.waypoints:
+            raise ConfigError(f"policy basis must be in [0, waypoints={self.waypoints}], got {self.basis}")
+        if self.trunk == "unet" and self.flow_length % 4:
+            raise ConfigError(f"the U-Net halves its sequence twice: it must be a multiple of 4, got {self.flow_length}")
+        if not self.horizon_s > 0:
+            raise ConfigError(f"policy horizon_s must be > 0, got {self.horizon_s}")
+        if self.image_size < 16 or self.image_size % 16:
+            raise ConfigError(f"policy image_size must be a multiple of 16 (>= 16), got {self.image_size}")
+
+    @property
+    def flow_length(self) -> int:
+        """Rows of the array the flow runs over: DCT coefficients or waypoints."""
+        return self.basis or self.waypoints
+
+    @property
+    def uses_images(self) -> bool:
+        return self.variant in CAMERA_VARIANTS
+
+
+@dataclass
+class TrainCfg:
+    steps: int = 20000
+    batch_size: int = 256
+    lr: float = 1e-3
+    lr_schedule: str = "cosine"  # cosine decay to lr_min after a linear warm-up, or constant after it
+    lr_min: float = 1e-5
+    warmup_steps: int = 200
+    weight_decay: float = 1e-6
+    seed: int = 0
+    checkpoint_every: int = 1000
+    frame_stride: int = 1  # train on every k-th frame of each episode (camera variants render only those)
+    image_shift: int = 4  # random shift augmentation of camera observations, pixels
+    successful_only: bool = True  # datasets keep failed episodes too (success in meta/episodes): skip them
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "checkpoint_every", "frame_stride"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"training {name} must be >= 1, got {getattr(self, name)}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if not (self.lr > 0 and 0 <= self.lr_min <= self.lr):
+            raise ConfigError(f"need lr > 0 and 0 <= lr_min <= lr, got lr={self.lr}, lr_min={self.lr_min}")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or self.image_shift < 0:
+            raise ConfigError("warmup_steps, weight_decay and image_shift must be >= 0")

@@ -1,0 +1,269 @@
+"""The flow-matching waypoint policy: shapes, chunks, scheduler, learning a tiny dataset, checkpoints, bad input,
+camera observations."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from real_is_sim.cli import main as cli_main
+from real_is_sim.demos.dataset import DatasetWriter
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.policy.checkpoint import load_checkpoint, save_checkpoint
+from real_is_sim.policy.config import PolicyCfg, TrainCfg
+from real_is_sim.policy.data import action_chunks, build_training_set
+from real_is_sim.policy.flow import FlowPolicy, dct_basis
+from real_is_sim.policy.normalizer import Normalizer
+from real_is_sim.policy.observations import ObservationRenderer, cached_images
+from real_is_sim.policy.scheduler import WaypointScheduler
+from real_is_sim.policy.train import train
+
+Q0 = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, 0.8])
+BLOCK_X = (0.40, 0.45, 0.50, 0.55)
+FRAMES = 60
+
+
+def synthetic_command(x: float, t: float) -> np.ndarray:
+    """Joint 0 drifts at a speed set by the block's x (the policy must read the pose), joint 1 at a fixed speed."""
+    cmd = Q0.copy()
+    cmd[0] += (x - 0.475) * 4 * t
+    cmd[1] += 0.3 * t
+    return cmd
+
+
+def write_synthetic_dataset(root, cell_yaml: str = "synthetic: true\n"):
+    writer = DatasetWriter(root, fps=60, cell_yaml=cell_yaml)
+    for x in BLOCK_X:
+        writer.start_episode("push")
+        for i in range(FRAMES):
+            cmd = synthetic_command(x, i / 60)
+            writer.add_frame(t=i / 60, object_poses=[[x, 0.0, 0.0, 0, 0, 0, 1.0]], q=cmd - 0.01, q_cmd=cmd)
+        writer.end_episode(True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    return write_synthetic_dataset(tmp_path_factory.mktemp("tiny") / "dataset")
+
+
+TINY_POLICY = PolicyCfg(hidden=256)
+TINY_TRAIN = TrainCfg(steps=800, batch_size=64, lr=3e-3, warmup_steps=20, checkpoint_every=400, seed=3)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    return train(tiny_dataset, TINY_POLICY, TINY_TRAIN, out, progress=False), out
+
+
+def untrained_policy(cfg: PolicyCfg) -> FlowPolicy:
+    state_dim = 14 if cfg.variant == "pose" else 7
+    action = Normalizer(torch.tensor([-1.0] * 7 + [0.0]), torch.tensor([1.0] * 7 + [1.0]))
+    return FlowPolicy(cfg, action, Normalizer(-torch.ones(state_dim), torch.ones(state_dim)))
+
+
+@pytest.mark.parametrize("variant, trunk, basis", [("pose", "mlp", 8), ("static_camera", "mlp", 8), ("pose", "unet", 0)])
+def test_chunk_shape_and_progress_range(variant, trunk, basis):
+    torch.manual_seed(0)
+    policy = untrained_policy(PolicyCfg(variant=variant, trunk=trunk, basis=basis))
+    images = np.random.default_rng(0).integers(0, 256, (5, 64, 64, 3), dtype=np.uint8)
+    chunks = policy.act(np.zeros((5, 1, 7)), np.zeros((5, 7)), images if policy.cfg.uses_images else None,
+                        generator=torch.Generator().manual_seed(0))
+    assert chunks.shape == (5, 32, 8)
+    assert np.all(np.isfinite(chunks))
+    assert chunks[..., 7].min() >= 0.0 and chunks[..., 7].max() <= 1.0
+    assert chunks[..., 7].min() == 0.0 or chunks[..., 7].max() == 1.0  # untrained: some progress was clipped
+
+
+def test_dct_basis_is_orthonormal_and_keeps_smooth_chunks():
+    basis = dct_basis(32, 8)
+    torch.testing.assert_close(basis.T @ basis, torch.eye(8), atol=1e-5, rtol=0)
+    t = torch.linspace(0, 1, 32)[:, None]
+    smooth = torch.cat([0.3 * t, torch.sin(2 * t), t ** 2], dim=1)  # motions within one second
+    assert (basis @ (basis.T @ smooth) - smooth).abs().max() < 0.05  # worst at the ends, where the slope is cut
+    jagged = torch.tensor([(-1.0) ** k for k in range(32)])[:, None]  # waypoint-to-waypoint jitter is not kept
+    assert (basis @ (basis.T @ jagged)).abs().mean() < 0.1
+
+
+def test_action_chunk_interpolates_every_32nd_second_and_holds_the_end():
+    t = np.arange(90) / 60
+    q_cmd = np.repeat(t[:, None], 7, axis=1) * np.arange(1, 8)  # joint j moves at j+1 rad/s
+    progress = t / t[-1]
+    chunk = action_chunks(t, q_cmd, progress, np.array([0, 60]), waypoints=32, horizon_s=1.0)
+    times = np.minimum(np.array([0.0, 1.0])[:, None] + np.arange(32)[None] / 32, t[-1])
+    np.testing.assert_allclose(chunk[..., :7], times[..., None] * np.arange(1, 8), atol=1e-5)
+    np.testing.assert_allclose(chunk[..., 7], times / t[-1], atol=1e-6)
+    assert np.all(chunk[1, 16:, 7] == chunk[1, -1, 7])  # past the end: the last frame repeats
+
+
+def test_scheduler_switches_waypoint_every_horizon_over_m_and_asks_for_a_new_chunk():
+    scheduler = WaypointScheduler(num_envs=2)
+    assert scheduler.needs_chunk().tolist() == [0, 1]
+    chunks = np.zeros((2, 32, 8))
+    chunks[:, :, 0] = np.arange(32)  # joint 0 = waypoint index
+    chunks[:, :, 7] = np.arange(32) / 31
+    chunks[1, :, 0] += 100
+    scheduler.set_chunks([0, 1], chunks)
+    targets, progress = [], []
+    for _ in range(60):
+        assert len(scheduler.needs_chunk()) == 0
+        targets.append(scheduler.step()[:, 0])
+        progress.append(scheduler.progress.copy())
+    expected = np.floor(np.arange(60) / 60 * 32)  # waypoint k during [k/32 s, (k+1)/32 s)
+    np.testing.assert_array_equal(np.array(targets)[:, 0], expected)
+    np.testing.assert_array_equal(np.array(targets)[:, 1], expected + 100)
+    np.testing.assert_allclose(np.array(progress)[:, 0], expected / 31)
+    assert scheduler.needs_chunk().tolist() == [0, 1]
+    with pytest.raises(DataError):
+        scheduler.step()
+    scheduler.set_chunks([1], chunks[1:])
+    assert scheduler.needs_chunk().tolist() == [0]
+    with pytest.raises(DataError):
+        scheduler.set_chunks([0], np.zeros((1, 16, 8)))
+
+
+def test_policy_fits_tiny_dataset(trained, tiny_dataset):
+    from real_is_sim.demos.dataset import load_dataset
+
+    result, out = trained
+    assert np.mean(result.losses[-25:]) < np.mean(result.losses[:25]) / 10
+    assert (out / "loss.png").stat().st_size > 0 and json.loads((out / "train.json").read_text())["steps"] == 800
+    policy, _ = load_checkpoint(result.checkpoint)
+    data = build_training_set(load_dataset(tiny_dataset).episodes, 32, 1.0, 1)
+    picked = np.arange(0, len(data), 20)
+    repeats = 32  # the mean of many samples of one observation: the data's (mean) chunk there
+    samples = policy.act(np.repeat(data.object_poses[picked], repeats, 0), np.repeat(data.q[picked], repeats, 0),
+                         generator=torch.Generator().manual_seed(0))
+    mean_chunk = samples.reshape(len(picked), repeats, 32, 8).mean(axis=1)
+    error = np.abs(mean_chunk - data.chunks[picked])
+    print("mean |error| of the mean sample, joints 0-1 [rad] and progress:", error[..., [0, 1, 7]].mean(axis=(0, 1)))
+    assert error[..., :7].max() < 0.1 * np.ptp(data.chunks[..., :2])  # rad: a tenth of the joints' motion
+    assert error[..., 7].mean() < 0.05 and error[..., 7].max() < 0.2  # progress (clipping at 0 and 1 biases the ends)
+    # a chunk for one block pose is not the chunk of another: the observation conditions the samples
+    assert np.abs(mean_chunk[0, -1, 0] - mean_chunk[-1, -1, 0]) > 0.1
+
+
+def test_checkpoint_round_trip_gives_bit_identical_actions(trained, tmp_path):
+    result, _ = trained
+    policy, state = load_checkpoint(result.checkpoint)
+    copy = save_checkpoint(tmp_path / "copy.pt", policy, TrainCfg(**state["train_cfg"]), state["step"])
+    reloaded, _ = load_checkpoint(copy)
+    poses, q = np.full((3, 1, 7), 0.5), np.tile(Q0, (3, 1))
+    a = policy.act(poses, q, generator=torch.Generator().manual_seed(7))
+    b = reloaded.act(poses, q, generator=torch.Generator().manual_seed(7))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, policy.act(poses, q, generator=torch.Generator().manual_seed(8)))
+
+
+def test_training_is_deterministic_and_resume_continues_exactly(tiny_dataset, tmp_path):
+    cfg = TrainCfg(steps=40, batch_size=16, checkpoint_every=20, warmup_steps=5, seed=1)
+    straight = train(tiny_dataset, TINY_POLICY, cfg, tmp_path / "a", progress=False)
+    again = train(tiny_dataset, TINY_POLICY, cfg, tmp_path / "b", progress=False)
+    assert straight.losses == again.losses
+    (tmp_path / "c").mkdir()
+    shutil.copy(tmp_path / "a" / "step_000020.pt", tmp_path / "c" / "last.pt")  # as if killed after step 20
+    resumed = train(tiny_dataset, TINY_POLICY, cfg, tmp_path / "c", resume=True, progress=False)
+    assert resumed.losses == straight.losses
+    weights_a, weights_c = (torch.load(p / "last.pt", weights_only=True)["model"] for p in (tmp_path / "a", tmp_path / "c"))
+    assert all(torch.equal(weights_a[k], weights_c[k]) for k in weights_a)
+    with pytest.raises(DataError, match="other settings"):
+        train(tiny_dataset, TINY_POLICY, TrainCfg(steps=41, batch_size=16), tmp_path / "c", resume=True, progress=False)
+
+
+def test_malformed_dataset_gives_one_clear_error(tmp_path):
+    writer = DatasetWriter(tmp_path / "bad", fps=60, cell_yaml="x: 1\n")
+    writer.start_episode("push")
+    for i in range(10):
+        writer.add_frame(t=i / 60, object_poses=np.zeros((2, 7)), q=Q0, q_cmd=Q0)  # two objects
+    writer.end_episode(True)
+    with pytest.raises(DataError, match="object_poses has shape"):
+        train(tmp_path / "bad", TINY_POLICY, TrainCfg(steps=1), tmp_path / "out", progress=False)
+    writer = DatasetWriter(tmp_path / "failed", fps=60, cell_yaml="x: 1\n")
+    writer.start_episode("push")
+    for i in range(10):
+        writer.add_frame(t=i / 60, object_poses=np.zeros((1, 7)), q=Q0, q_cmd=Q0)
+    writer.end_episode(False)
+    with pytest.raises(DataError, match="no successful episode"):
+        train(tmp_path / "failed", TINY_POLICY, TrainCfg(steps=1), tmp_path / "out", progress=False)
+    with pytest.raises(DataError, match="missing"):
+        train(tmp_path / "nowhere", TINY_POLICY, TrainCfg(steps=1), tmp_path / "out", progress=False)
+    with pytest.raises(ConfigError, match="variant"):
+        PolicyCfg(variant="lidar")
+
+
+def test_malformed_checkpoint_gives_one_clear_error(trained, tmp_path):
+    result, _ = trained
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(result.checkpoint.read_bytes()[:5000])
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    wrong_net = tmp_path / "wrong.pt"
+    state = torch.load(result.checkpoint, weights_only=True)
+    state["policy_cfg"]["hidden"] = 128
+    torch.save(state, wrong_net)
+    for path, message in ((garbage, "not a readable"), (truncated, "not a readable"), (other, "not a policy checkpoint"),
+                          (wrong_net, "does not match"), (tmp_path / "absent.pt", "not found")):
+        with pytest.raises(DataError, match=message):
+            load_checkpoint(path)
+
+
+def test_rendered_observations_equal_a_direct_render(tmp_path):
+    from real_is_sim.render.virtual_cameras import render_virtual
+    from real_is_sim.twin.tblock import block_geometry
+    from real_is_sim_tasks.pusht import load_pusht_cfg
+
+    cell = load_pusht_cfg()
+    poses = np.repeat(np.asarray(block_geometry(cell).start_pose)[None, None], 3, 0)
+    poses[:, 0, 0] += [0.0, 0.05, -0.05]
+    q = np.tile(np.asarray(cell.robot.q_start), (3, 1))
+    q[1, 0] += 0.2
+    for variant, kind in (("static_camera", "static"), ("wrist_camera", "wrist")):
+        renderer = ObservationRenderer(variant, 32, cell)
+        direct = render_virtual(kind, poses, q, 32, 32, cell=cell)
+        np.testing.assert_array_equal(renderer.render(poses, q), direct)
+        cached = cached_images(tmp_path, renderer, poses, q, progress=False)
+        np.testing.assert_array_equal(cached, direct)
+        assert np.any(direct[0] != direct[1])  # the states differ in the images
+    # the cache is read back for the same states, rendered anew for others
+    static = ObservationRenderer("static_camera", 32, cell)
+    direct = render_virtual("static", poses, q, 32, 32, cell=cell)
+    assert np.array_equal(cached_images(tmp_path, static, poses, q, progress=False), direct)
+    moved = poses.copy()
+    moved[:, 0, 1] += 0.05
+    np.testing.assert_array_equal(cached_images(tmp_path, static, moved, q, progress=False),
+                                  render_virtual("static", moved, q, 32, 32, cell=cell))
+    real = ObservationRenderer("real_image", 32, cell).render(poses, q)
+    assert 0 < np.abs(real.astype(int) - direct).mean() < 8  # the stand-in's frame: the static view + sensor noise
+
+
+def test_train_command(tiny_dataset, tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = cli_main(["train", "--dataset", str(tiny_dataset), "--out", str(out), "--steps", "6", "--batch-size", "8",
+                     "--checkpoint-every", "3", "--seed", "2", "--no-progress", "policy.hidden=64"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["steps"] == 6 and (out / "step_000003.pt").is_file() and (out / "loss.png").is_file()
+    assert cli_main(["train", "--dataset", str(tmp_path / "absent"), "--out", str(out), "--steps", "1"]) == 2
+
+
+def test_camera_variant_trains_on_cached_renders_of_the_dataset_cell(tmp_path):
+    from real_is_sim.config import to_yaml
+    from real_is_sim_tasks.pusht import load_pusht_cfg
+
+    root = write_synthetic_dataset(tmp_path / "dataset", to_yaml(load_pusht_cfg()))
+    cfg = PolicyCfg(variant="wrist_camera", image_size=32, hidden=64)
+    result = train(root, cfg, TrainCfg(steps=3, batch_size=4, frame_stride=10), tmp_path / "run", progress=False)
+    assert (root / "cache" / "wrist_camera_32px.npy").is_file()
+    assert len(np.load(root / "cache" / "wrist_camera_32px.npy")) == result.samples == 4 * FRAMES // 10
+    policy, _ = load_checkpoint(result.checkpoint)
+    assert policy.cfg.cell == to_yaml(load_pusht_cfg())  # inference renders the scene the data was recorded in
+    poses, q = np.tile([0.5, 0, 0, 0, 0, 0, 1.0], (2, 1, 1)), np.tile(Q0, (2, 1))
+    images = ObservationRenderer("wrist_camera", 32, load_pusht_cfg()).render(poses, q)
+    assert policy.act(poses, q, images).shape == (2, 32, 8)
