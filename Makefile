@@ -41,6 +41,9 @@ bench: setup
 	$(BIN)/python scripts/bench_follower.py
 	$(BIN)/python scripts/bench_loop.py
 	$(BIN)/python scripts/bench_sync.py
+	$(BIN)/python scripts/bench_ik.py
+	$(BIN)/python scripts/bench_policy.py
+	$(BIN)/python scripts/bench_scene.py
 
 clean:
 	rm -rf $(VENV) out
