@@ -148,10 +148,6 @@ class PushTExpert:
     def _com_xy(self, object_pose: np.ndarray) -> np.ndarray:
         return (object_pose[:3] + quat_rotate(object_pose[3:7], self.com))[:2]
 
-    def _tool(self, q: np.ndarray) -> np.ndarray:
-        base = np.asarray(self.cfg.robot.base_pose, dtype=np.float64)
-        return base[:3] + quat_rotate(base[3:7], self.pusher.kinematics.tool_position(q))
-
     # ---- motions --------------------------------------------------------------------------------------------
     def _line(self, q: np.ndarray, p0: np.ndarray, p1: np.ndarray, speed: float) -> np.ndarray:
         """Targets [T, 7] moving the pusher straight from ``p0`` (where joints ``q`` put it) to ``p1`` at ``speed``:
@@ -196,7 +192,7 @@ class PushTExpert:
 
     def _clear_motion(self) -> np.ndarray:
         """Leave the solved block: straight up, clear of its top and out of the cameras' way above it."""
-        p_now = self._tool(self._q_last)
+        p_now = self.pusher.tool_position(self._q_last)
         top = np.append(p_now[:2], self._lift_z(p_now[:2]) + CLEAR_LIFT)
         targets = self._path(self._q_last, [p_now, top], [VERTICAL_SPEED])
         return np.concatenate([targets, np.repeat(targets[-1:], SETTLE_TICKS, axis=0)])
@@ -262,7 +258,7 @@ class PushTExpert:
     def _next_push(self, object_pose: np.ndarray) -> np.ndarray:
         """Targets for the transit to, the execution of and the retreat from the best simulated push."""
         q_now = self._q_last  # the arm tracks its targets closely; planning from them keeps the motion continuous
-        p_now = self._tool(q_now)
+        p_now = self.pusher.tool_position(q_now)
         spheres = self._spheres_xy(object_pose)
         com = self._com_xy(object_pose)
         away = com - self.base_xy
@@ -290,7 +286,7 @@ class PushTExpert:
         transit = self._path(q_now, points, speeds)
         # the same push again from where the transit ends (same ticks, joints continuous with the transit)
         push = self._line(transit[-1], line.start, line.end, PUSH_SPEED)[: tick[best] + 1]
-        reached = self._tool(push[-1])
+        reached = self.pusher.tool_position(push[-1])
         back = reached - RETREAT_DISTANCE * line.direction
         retreat = self._path(push[-1], [reached, back], [2.0 * PUSH_SPEED])
         return np.concatenate([transit, push, retreat])

@@ -44,10 +44,14 @@ class ScriptedPusher:
     def to_base(self, points_world: np.ndarray) -> np.ndarray:
         return self._base_inv[:3] + quat_rotate(self._base_inv[3:7], points_world)
 
+    def tool_position(self, q: np.ndarray) -> np.ndarray:
+        """Pusher centre at arm joints ``q`` in the world frame."""
+        base = np.asarray(self.task.robot.base_pose, dtype=np.float64)
+        return base[:3] + quat_rotate(base[3:7], self.kinematics.tool_position(q))
+
     def start_tool_position(self) -> np.ndarray:
         """Pusher centre at ``q_start`` in the world frame."""
-        base = np.asarray(self.task.robot.base_pose, dtype=np.float64)
-        return base[:3] + quat_rotate(base[3:7], self.kinematics.tool_position(self.q_start))
+        return self.tool_position(self.q_start)
 
     def joint_path(self, waypoints_world: np.ndarray, speed: float, dt: float, q_init: np.ndarray | None = None) -> np.ndarray:
         """Arm targets ``[T, 7]``, one per control step ``dt``, following the waypoints at ``speed``."""
