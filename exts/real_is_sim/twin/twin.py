@@ -16,6 +16,10 @@ Conventions:
   link poses and twists with forward kinematics. Dynamic links with XPBD joint drives were tried first and rejected
   (measured, Newton 1.8 XPBD): the pusher oscillated by 3-5 cm around a fixed target and lagged 5-7 cm at 0.2 m/s,
   and the URDF inertias made the arm diverge at the home pose (see docs/twin.md).
+- ``TwinCfg(robot="dynamic", solver="mujoco")``: the paper's dynamic robot instead. The links keep their mass and
+  inertia, MuJoCo's per-body gravity compensation cancels their weight, and stiff PD drives (position + velocity
+  feed-forward, implicitfast integrator) pull the joints onto the same lagged, speed-capped reference the kinematic
+  arm follows; contacts push back, so a blocked pusher gives q != q' and ``robot_q()`` reports q (docs/dynamic_robot.md).
 """
 
 from __future__ import annotations
@@ -36,11 +40,23 @@ from real_is_sim.twin.tblock import block_geometry, table_plane
 
 SOLVERS = ("xpbd", "featherstone", "mujoco")
 BROAD_PHASES = ("nxn", "sap", "explicit")
+ROBOT_MODES = ("kinematic", "dynamic")
+
+# robot="dynamic": joint drives of the arm (N m/rad, N m s/rad; fingers N/m, N s/m), the gains of the Isaac Lab Franka
+# asset (docs/isaaclab_franka.md), effort limits = the Panda's published torques, and joint armature (kg m^2) standing
+# in for the motors' reflected inertia (MuJoCo Menagerie's Panda uses 0.1).
+DYNAMIC_DRIVE_KE = np.array([4500.0, 4500.0, 4500.0, 4500.0, 2000.0, 2000.0, 2000.0])
+DYNAMIC_DRIVE_KD = np.array([200.0, 200.0, 200.0, 200.0, 60.0, 60.0, 60.0])
+DYNAMIC_ARMATURE = 0.1
+DYNAMIC_FINGER_KE, DYNAMIC_FINGER_KD, DYNAMIC_FINGER_EFFORT = 2000.0, 100.0, 100.0
 
 
 @dataclass
 class TwinCfg:
     solver: str = "xpbd"  # "xpbd" | "featherstone" | "mujoco" (needs mujoco_warp)
+    # "kinematic": position-controlled links written by FK (default); "dynamic": links with mass and inertia, gravity
+    # compensated, stiff joint drives (needs solver="mujoco"; docs/dynamic_robot.md)
+    robot: str = "kinematic"
     substeps: int = 4  # physics substeps per control step (2 is ~1.5x faster but the real block sinks 1.5 mm: docs/twin.md)
     iterations: int = 2  # XPBD constraint iterations per substep
     control_hz: Optional[float] = None  # None: the task's control_hz (60)
@@ -56,6 +72,13 @@ class TwinCfg:
     def __post_init__(self):
         if self.solver not in SOLVERS:
             raise ConfigError(f"unknown solver {self.solver!r}: choose one of {SOLVERS}")
+        if self.robot not in ROBOT_MODES:
+            raise ConfigError(f"unknown robot {self.robot!r}: choose one of {ROBOT_MODES}")
+        if self.robot == "dynamic" and self.solver != "mujoco":
+            raise ConfigError(
+                f"TwinCfg.robot='dynamic' needs solver='mujoco' (per-body gravity compensation, implicit drives), got "
+                f"solver={self.solver!r}: set twin.solver=mujoco (XPBD drives could not hold the arm: docs/twin.md)"
+            )
         if self.broad_phase not in BROAD_PHASES:
             raise ConfigError(f"unknown broad_phase {self.broad_phase!r}: choose one of {BROAD_PHASES}")
         for name in ("substeps", "iterations", "collide_every"):
@@ -93,6 +116,25 @@ def _apply_body_forces(
 def _scatter(index: wp.array[int], value: wp.array[float], out: wp.array[float]):
     i = wp.tid()
     out[index[i]] = value[i]
+
+
+def _add_arm_drives(builder: newton.ModelBuilder, layout, robot) -> None:
+    """robot="dynamic": stiff position + velocity drives on the arm joints, position drives holding the fingers."""
+    arm = DYNAMIC_DRIVE_KE, DYNAMIC_DRIVE_KD, franka.TAU_MAX, list(robot.q_start)
+    fingers = [DYNAMIC_FINGER_KE] * 2, [DYNAMIC_FINGER_KD] * 2, [DYNAMIC_FINGER_EFFORT] * 2, [robot.finger_q] * 2
+    # Robot joints are 1-dof or fixed and come first: a robot joint's coordinate index is its dof index.
+    for dofs, (ke, kd, effort, target), mode in (
+        (layout.arm_q, arm, newton.JointTargetMode.POSITION_VELOCITY),
+        (layout.finger_q, fingers, newton.JointTargetMode.POSITION),
+    ):
+        for k, dof in enumerate(dofs):
+            builder.joint_target_ke[dof] = float(ke[k])
+            builder.joint_target_kd[dof] = float(kd[k])
+            builder.joint_effort_limit[dof] = float(effort[k])
+            builder.joint_target_mode[dof] = int(mode)
+            builder.joint_target_q[dof] = float(target[k])
+            builder.joint_target_qd[dof] = 0.0
+            builder.joint_armature[dof] = DYNAMIC_ARMATURE if mode == newton.JointTargetMode.POSITION_VELOCITY else builder.joint_armature[dof]
 
 
 def _as_numpy(value) -> np.ndarray:
@@ -145,16 +187,28 @@ class Twin:
         contact = ContactSettings(gap=self.cfg.contact_gap, margin=self.cfg.contact_margin, friction_max=self.cfg.solver == "mujoco")
         gravity = (0.0, 0.0, self.cfg.gravity)
         world, self.layout = build_world(task, self.geometry, contact, gravity)
+        self._dynamic = self.cfg.robot == "dynamic"
+        if self._dynamic:
+            _add_arm_drives(world, self.layout, task.robot)
         builder = newton.ModelBuilder(gravity=gravity)
+        if self._dynamic:
+            newton.solvers.SolverMuJoCo.register_custom_attributes(builder)  # mujoco:gravcomp per body
         add_table(builder, table_plane(task.table), task.physical, contact)
         builder.replicate(world, self.num_worlds)
         with wp.ScopedDevice(self.cfg.device):
             self.model = builder.finalize(device=self.cfg.device)
         self._index_worlds()
 
-        flags = self.model.body_flags.numpy()
-        flags[self._robot_bodies.ravel()] = int(newton.BodyFlags.KINEMATIC)
-        self.model.body_flags.assign(flags)
+        if self._dynamic:
+            # MuJoCo's gravcomp: each link gets -m g at its COM, as the Franka's controller compensates gravity;
+            # the block keeps gravity.
+            gravcomp = self.model.mujoco.gravcomp.numpy()
+            gravcomp[self._robot_bodies.ravel()] = 1.0
+            self.model.mujoco.gravcomp.assign(gravcomp)
+        else:
+            flags = self.model.body_flags.numpy()
+            flags[self._robot_bodies.ravel()] = int(newton.BodyFlags.KINEMATIC)
+            self.model.body_flags.assign(flags)
         self._robot_articulations = wp.array(
             np.isin(np.arange(self.model.articulation_count), self._robot_articulation_ids), dtype=bool, device=self.cfg.device
         )
@@ -178,7 +232,7 @@ class Twin:
         ang[self._object_bodies.ravel()] = task.physical.angular_damping
         self._linear_damping = wp.array(lin, dtype=float, device=self.cfg.device)
         self._angular_damping = wp.array(ang, dtype=float, device=self.cfg.device)
-        self._q_cmd = np.zeros((self.num_worlds, 7))  # the robot's actual (commanded) arm joints
+        self._q_cmd = np.zeros((self.num_worlds, 7))  # the arm's reference (kinematic: its actual joints)
         self._q_target = np.zeros((self.num_worlds, 7))
         # The robot's joint coordinates (arm, then fingers) and dofs, written each substep without touching the
         # block's: SolverMuJoCo integrates the block from state.joint_q/joint_qd, so rewriting them would pin it.
@@ -220,9 +274,22 @@ class Twin:
             return newton.solvers.SolverFeatherstone(self.model)
         try:
             # elliptic: the isotropic Coulomb cone (MuJoCo's default pyramid makes sliding friction direction-dependent)
-            return newton.solvers.SolverMuJoCo(self.model, use_mujoco_contacts=False, cone="elliptic")
+            # robot="dynamic": implicitfast (Newton's default, named here) integrates the stiff drives' damping
+            # implicitly; MuJoCo's "euler" made the same drives blow up (docs/isaaclab_franka.md)
+            extra = {"integrator": "implicitfast", **self._dynamic_buffers()} if self._dynamic else {}
+            return newton.solvers.SolverMuJoCo(self.model, use_mujoco_contacts=False, cone="elliptic", **extra)
         except ImportError as exc:
             raise ConfigError(f"solver 'mujoco' needs the mujoco_warp package: {exc}") from None
+
+    def _dynamic_buffers(self) -> dict:
+        """MuJoCo Warp's per-world contact and constraint buffers sized from this scene's contact bound (Newton's
+        estimate, 1085 contacts / 3256 rows for the procedural block, made a step 1.6x (1 world) to 3.6x (20 worlds) slower in CPU time: measured,
+        docs/dynamic_robot.md). Each contact is 3 rows (elliptic cone, condim 3); joint limits add at most 2 per dof."""
+        capacity = self.cfg.rigid_contact_max or contact_capacity(self.model)
+        if capacity is None:
+            return {}
+        per_world = int(np.ceil(capacity / self.num_worlds))
+        return {"nconmax": per_world, "njmax": 3 * per_world + 2 * self.layout.joint_dofs}
 
     def _world_ids(self, world_ids) -> np.ndarray:
         if world_ids is None:
@@ -269,6 +336,9 @@ class Twin:
         newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=mask)
         self._q_cmd[ids] = q
         self._q_target[ids] = q
+        if self._dynamic:  # drives hold the reset pose
+            fingers = np.full(self._finger_q.shape, self.task.robot.finger_q)
+            self._write_drive_targets(np.concatenate([self._q_cmd, fingers], axis=1).ravel(), np.zeros(self._robot_dof_index.shape[0]))
 
     def step(self, robot_q_target=None) -> None:
         """One control step (``control_dt``): set the arm targets [N, 7] (None: keep), then run the substeps."""
@@ -309,9 +379,18 @@ class Twin:
         fingers = np.full(self._finger_q.shape, self.task.robot.finger_q)
         q = np.concatenate([self._q_cmd, fingers], axis=1).ravel()
         qd = np.concatenate([step / self.sim_dt, np.zeros_like(fingers)], axis=1).ravel()
+        if self._dynamic:
+            # The same reference drives the joints' PD (position + velocity feed-forward); the solver moves the links.
+            self._write_drive_targets(q, qd)
+            return
         for index, value, out in ((self._robot_q_index, q, self.state.joint_q), (self._robot_dof_index, qd, self.state.joint_qd)):
             wp.launch(_scatter, dim=len(value), inputs=[index, wp.array(value, dtype=float, device=self.cfg.device)], outputs=[out], device=self.cfg.device)
         newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=self._robot_articulations)
+
+    def _write_drive_targets(self, q: np.ndarray, qd: np.ndarray) -> None:
+        """robot="dynamic": joint drive targets (coordinate layout for q, dof layout for qd; equal for the robot)."""
+        for index, value, out in ((self._robot_q_index, q, self.control.joint_target_q), (self._robot_dof_index, qd, self.control.joint_target_qd)):
+            wp.launch(_scatter, dim=len(value), inputs=[index, wp.array(value, dtype=float, device=self.cfg.device)], outputs=[out], device=self.cfg.device)
 
     # ---- state views ---------------------------------------------------------------------------------------
     def object_poses(self) -> np.ndarray:
