@@ -7,10 +7,10 @@ Frames come from a stand-in real world (its own rendering and physics are realit
 are not timed). Reports the loop's ticks per second, the per-stage profile, and, over a sweep of camera count and
 Adam iterations, the largest setting that holds 60 Hz.
 
-Serial vs pipelined (``serial``, ``pipelined``): bench_sync's scripted pushes, 3 cameras at 480x270. The serial loop
-runs each push against the live stand-in, and its frames, arm joints and ground truth are kept per tick; the
-pipelined loop (the sensor in its worker thread) then runs the same push on exactly those, paced at 60 Hz of wall
-clock. The twin's robot is kinematic, so it moves the same in both runs and reality is the same run. ``thread_scaling``:
+Serial vs pipelined (``serial``, ``pipelined``, ``pipelined_thread``): bench_sync's scripted pushes, 3 cameras at
+480x270. The serial loop runs each push against the live stand-in, and its frames, arm joints and ground truth are
+kept per tick; the pipelined loop (the sensor in its worker process, or in a thread) then runs the same push on
+exactly those, paced at 60 Hz of wall clock. The twin's robot is kinematic, so it moves the same in both runs and reality is the same run. ``thread_scaling``:
 how much of two cores the sensor gets beside itself and beside the physics step (the GIL). Last stdout line: one
 JSON object.
 """
@@ -139,10 +139,11 @@ def serial_run(task, cfg: BridgeCfg, lateral: float) -> tuple[dict, dict]:
     return {"tick_s": tick_s, "readings": len(tick_s), "wall_s": sum(tick_s), "ages": ages, "errors": errors}, reality
 
 
-def pipelined_run(task, cfg: BridgeCfg, reality: dict, delay_ticks: int | None = None) -> dict:
-    """The same push with the pipelined loop on the serial run's reality, ticks paced at 60 Hz of wall clock
-    (``delay_ticks``: the sensor without a thread, each reading applied that many ticks later)."""
-    cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, correction="pipelined",
+def pipelined_run(task, cfg: BridgeCfg, reality: dict, worker: str = "process", delay_ticks: int | None = None) -> dict:
+    """The same push with the pipelined loop on the serial run's reality, ticks paced at 60 Hz of wall clock, the
+    sensor in a ``worker`` process or thread (``delay_ticks``: without a worker, each reading applied that many
+    ticks later)."""
+    cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, correction="pipelined", sensor_worker=worker,
                                                             pipeline_delay_ticks=delay_ticks))
     dt = 1.0 / task.control_hz
     bridge = build_bridge(cfg, task, wrap_source=lambda source, cameras: ReplayedFrames(source, reality["polls"], dt))
@@ -187,18 +188,21 @@ def loop_figures(runs: list[dict]) -> dict:
 def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[int], render_downscale: int) -> dict:
     """``delays``: also on each run's reality, the sensor's reading every k ticks applied k ticks later (no
     thread): what the delay alone costs, whatever the CPU."""
-    serial, pipelined, delayed = [], [], {k: [] for k in delays}
+    serial, pipelined, threaded, delayed = [], [], [], {k: [] for k in delays}
     for draw in range(draws):
         for lateral in laterals:
             cfg = run_cfg(draw, visual_forces=True, sensor_overrides={"render_downscale": render_downscale})
             run, reality = serial_run(task, cfg, lateral)
             serial.append(run)
-            pipelined.append(pipelined_run(task, cfg, reality))
+            pipelined.append(pipelined_run(task, cfg, reality, worker="process"))
+            threaded.append(pipelined_run(task, cfg, reality, worker="thread"))
             print(f"draw {draw} lateral {lateral}: serial {loop_figures(serial[-1:])} "
-                  f"pipelined {loop_figures(pipelined[-1:])}", flush=True)
+                  f"pipelined (process) {loop_figures(pipelined[-1:])} (thread) {loop_figures(threaded[-1:])}",
+                  flush=True)
             for k in delays:
                 delayed[k].append(pipelined_run(task, cfg, reality, delay_ticks=k))
-    result = {"runs": len(serial), "serial": loop_figures(serial), "pipelined": loop_figures(pipelined)}
+    result = {"runs": len(serial), "serial": loop_figures(serial), "pipelined": loop_figures(pipelined),
+              "pipelined_thread": loop_figures(threaded)}
     if delays:
         result["fixed_delay"] = [{"delay_ticks": k, **{key: value for key, value in loop_figures(runs).items()
                                                       if key.startswith(("sync", "correction_age"))}}

@@ -92,7 +92,7 @@ def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_the
 
 
 def test_the_worker_applies_its_newest_reading_with_its_age_and_does_not_hold_the_tick(task):
-    bridge = _bridge(task, lost_after_ticks=1000, correction="pipelined")  # no re-localisation: only the schedule
+    bridge = _bridge(task, lost_after_ticks=1000, correction="pipelined", sensor_worker="thread")  # no re-localisation
     applied = _spy_on_applied_wrenches(bridge)
     update = bridge.loop.sensor.update
 
@@ -125,7 +125,7 @@ def test_the_worker_applies_its_newest_reading_with_its_age_and_does_not_hold_th
 
 
 def test_a_sensor_failure_in_the_worker_is_one_error_in_the_loop(task):
-    bridge = _bridge(task, correction="pipelined")
+    bridge = _bridge(task, correction="pipelined", sensor_worker="thread")
 
     def broken_update(*args):
         raise RuntimeError("renderer exploded")
@@ -141,7 +141,7 @@ def test_a_sensor_failure_in_the_worker_is_one_error_in_the_loop(task):
 
 
 def test_a_sensor_that_hangs_stops_the_loop_after_the_timeout(task):
-    bridge = _bridge(task, correction="pipelined", sensor_timeout_s=0.5)
+    bridge = _bridge(task, correction="pipelined", sensor_worker="thread", sensor_timeout_s=0.5)
     release = threading.Event()
     bridge.loop.sensor.update = lambda *args: release.wait(30)
     begin = time.perf_counter()
@@ -155,7 +155,7 @@ def test_a_sensor_that_hangs_stops_the_loop_after_the_timeout(task):
 
 
 def test_stop_joins_the_worker(task):
-    bridge = _bridge(task, correction="pipelined")
+    bridge = _bridge(task, correction="pipelined", sensor_worker="thread")
     bridge.tick()
     assert len(_worker_threads()) == 1
     bridge.hold_and_stop()  # an update may be in flight: it ends, then the thread
@@ -163,7 +163,46 @@ def test_stop_joins_the_worker(task):
     bridge.hold_and_stop()
 
 
-@pytest.mark.parametrize("loop", [{"correction": "parallel"}, {"pipeline_delay_ticks": -1},
+def test_the_worker_process_gives_the_readings_of_the_sensor_in_the_loop_and_stops(task):
+    """The process's sensor is a pickled copy (robot occluders included): for the same jobs its readings are the
+    parent's sensor's, its health counters are its own and are reset through the loop, and stop ends the child."""
+    bridge = _bridge(task, lost_after_ticks=1000, correction="pipelined", sensor_worker="process", sensor_timeout_s=120)
+    worker, handed_over = bridge.loop._worker, []
+    collect = worker.collect
+
+    def recorded_collect(tick, wait=False):
+        ready = collect(tick, wait)
+        if ready is not None:
+            handed_over.append(ready)
+        return ready
+
+    worker.collect = recorded_collect
+    for _ in range(8):
+        bridge.tick()
+    worker.collect(bridge.loop.ticks, wait=True)  # the update in flight
+    assert any(reading.cameras_used for _, reading in handed_over), "no reading from frames came back"
+    for job, reading in handed_over:
+        direct = bridge.loop._sensor_update(job)
+        np.testing.assert_allclose(reading.wrench, direct.wrench, rtol=1e-5, atol=1e-7)
+        assert reading.cameras_used == direct.cameras_used
+    bridge.loop.reset_sensor_health()  # answered by the child: it is alive and its counters are reset
+    process = worker._process
+    bridge.hold_and_stop()
+    assert not process.is_alive()
+    bridge.hold_and_stop()
+
+
+def test_a_sensor_failure_in_the_worker_process_is_one_error_in_the_loop(task):
+    bridge = _bridge(task, correction="pipelined", sensor_worker="process", sensor_timeout_s=120)
+    job = bridge.loop._job(bridge.loop._frames(bridge.loop.t))
+    job.poses_at_exposure = np.full_like(job.poses_at_exposure, np.nan)  # the child's sensor refuses it
+    bridge.loop._worker.submit(job)
+    with pytest.raises(CorrectionError, match="failed in its worker process: ValueError: body_poses must be finite"):
+        bridge.loop._worker.collect(0, wait=True)
+    bridge.hold_and_stop()
+
+
+@pytest.mark.parametrize("loop", [{"correction": "parallel"}, {"pipeline_delay_ticks": -1}, {"sensor_worker": "gpu"},
                                   {"pipeline_delay_ticks": 1.5}, {"sensor_timeout_s": 0}])
 def test_bad_pipeline_settings_are_one_config_error(loop):
     with pytest.raises(ConfigError, match="loop."):

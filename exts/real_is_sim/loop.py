@@ -4,8 +4,8 @@ Per tick: frames in -> visual-force sensor -> actuator -> physics step -> (Gauss
 -> follower command out. Two switches: ``visual_forces`` (steps 1-4) and ``follow_real`` (step 6). With both
 off, nothing is rendered and nothing is sent: the twin is a plain virtual environment.
 
-``correction="pipelined"`` takes the sensor out of the tick: it runs beside it (a worker thread, or for tests a
-fixed tick delay) on the newest frames and the twin's poses at their exposure, and each tick applies the newest
+``correction="pipelined"`` takes the sensor out of the tick: it runs beside it (a worker process or thread, or for
+tests a fixed tick delay) on the newest frames and the twin's poses at their exposure, and each tick applies the newest
 reading, its springs pulled from the twin's pose at that tick (docs/realtime.md).
 """
 
@@ -22,7 +22,7 @@ from real_is_sim.cameras.base import CameraSource
 from real_is_sim.cameras.sync import FrameSynchronizer, SyncedFrames
 from real_is_sim.correction.actuator import VisualForceActuator
 from real_is_sim.correction.sensor import SensorReading, VisualForceSensor
-from real_is_sim.correction.worker import DelayedSensor, SensorWorker
+from real_is_sim.correction.worker import DelayedSensor, SensorProcess, SensorWorker
 from real_is_sim.errors import ConfigError
 from real_is_sim.robot.follower import Follower
 
@@ -44,9 +44,12 @@ class LoopCfg:
     # "serial": the sensor runs inside each tick, which lasts as long as it takes. "pipelined": the sensor runs beside
     # the tick on the newest frames, and every tick applies the newest reading (physics and follower keep their rate).
     correction: str = "serial"
-    # pipelined: None runs the sensor in a worker thread; k >= 0 runs it inside the tick, without threads, and applies
-    # its reading k ticks later for k ticks (reproducible: tests; 0 is the serial loop).
+    # pipelined: None runs the sensor in a worker (sensor_worker); k >= 0 runs it inside the tick, without a worker, and
+    # applies its reading k ticks later for k ticks (reproducible: tests; 0 is the serial loop).
     pipeline_delay_ticks: Optional[int] = None
+    # pipelined worker: "process" (a child process with its own copy of the sensor: a whole second core) or "thread"
+    # (shares the GIL with the tick: little of a second core, docs/realtime.md)
+    sensor_worker: str = "process"
     # pipelined: a sensor update that has not returned after this long (wall clock) stops the loop with an error
     sensor_timeout_s: float = 10.0
 
@@ -57,6 +60,8 @@ class LoopCfg:
                                                           and self.pipeline_delay_ticks >= 0):
             raise ConfigError(f"loop.pipeline_delay_ticks must be None or an integer >= 0, "
                               f"got {self.pipeline_delay_ticks!r}")
+        if self.sensor_worker not in ("process", "thread"):
+            raise ConfigError(f"loop.sensor_worker must be 'process' or 'thread', got {self.sensor_worker!r}")
         if not self.sensor_timeout_s > 0:
             raise ConfigError(f"loop.sensor_timeout_s must be positive, got {self.sensor_timeout_s}")
 
@@ -122,11 +127,15 @@ class OnlineLoop:
         history = int(np.ceil(2 * cfg.stale_after / twin.control_dt)) + 2
         self._pose_history: deque[tuple[float, np.ndarray]] = deque(maxlen=history)
         self._pose_history.append((0.0, twin.object_poses()[cfg.world]))
-        self._worker: SensorWorker | DelayedSensor | None = None
+        self._worker: SensorWorker | SensorProcess | DelayedSensor | None = None
         self._held: tuple[CorrectionJob, SensorReading] | None = None  # applied every tick until a newer one is ready
         if cfg.visual_forces and cfg.correction == "pipelined":
-            self._worker = (SensorWorker(self._sensor_update, cfg.sensor_timeout_s) if cfg.pipeline_delay_ticks is None
-                            else DelayedSensor(self._sensor_update, cfg.pipeline_delay_ticks))
+            if cfg.pipeline_delay_ticks is not None:
+                self._worker = DelayedSensor(self._sensor_update, cfg.pipeline_delay_ticks)
+            elif cfg.sensor_worker == "process":
+                self._worker = SensorProcess(sensor, occluders, cfg.sensor_timeout_s)
+            else:
+                self._worker = SensorWorker(self._sensor_update, cfg.sensor_timeout_s)
 
     def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
         """One control step at time ``self.t``; ``robot_q_target`` ``(num_worlds, 7)`` drives the twin robot."""
@@ -208,7 +217,7 @@ class OnlineLoop:
         return self.sensor.update(job.poses_at_exposure, job.images, occluders, job.current_poses)
 
     def close(self) -> None:
-        """Stop the pipelined loop's sensor thread (after its update in flight); nothing to do for the serial loop."""
+        """Stop the pipelined loop's sensor worker (after its update in flight); nothing to do for the serial loop."""
         if self._worker is not None:
             self._worker.close()
 
@@ -229,8 +238,8 @@ class OnlineLoop:
         poses = np.where(lost[:, None], found, poses)  # objects still tracked stay where they are
         self.twin.reset(world_ids=[w], object_poses=poses[None], robot_q=self.twin.robot_q()[w][None])
         self.actuator.clear(world=w)
-        self.sensor.reset_health()
         self.reset_history()
+        self.reset_sensor_health()
         return [int(i) for i in np.flatnonzero(lost)]
 
     def reset_history(self) -> None:
@@ -241,6 +250,12 @@ class OnlineLoop:
             self._held = None
         self._pose_history.clear()
         self._pose_history.append((self.t, self.twin.object_poses()[self.cfg.world]))
+
+    def reset_sensor_health(self) -> None:
+        """Forget the sensor's past residuals (lost flags), wherever the sensor runs."""
+        self.sensor.reset_health()
+        if isinstance(self._worker, SensorProcess):
+            self._worker.reset_health()  # the worker process's sensor is a copy with its own counters
 
     def _poses_at(self, t: float) -> np.ndarray:
         """The twin's object poses at the latest recorded time <= ``t`` (the current ones without compensation)."""

@@ -1,13 +1,16 @@
-"""Where the pipelined loop runs its visual-force sensor: a worker thread, or a fixed tick delay without threads.
+"""Where the pipelined loop runs its visual-force sensor: a worker thread, a worker process, or a fixed tick delay.
 
-Both take one update at a time (``submit`` when ``idle``) and hand back ``(job, reading)`` from ``collect`` once
+All take one update at a time (``submit`` when ``idle``) and hand back ``(job, reading)`` from ``collect`` once
 it is ready; the loop applies the reading from then on. :class:`SensorWorker` runs the update in a thread beside
-the 60 Hz tick (Warp's CPU kernels and torch's ops release the GIL: docs/realtime.md); :class:`DelayedSensor`
-runs it inside the tick and makes it ready ``delay_ticks`` later, so a test can reproduce the schedule exactly.
+the 60 Hz tick (only Warp's kernels release the GIL, so it gets little of a second core: docs/realtime.md);
+:class:`SensorProcess` runs it in a child process with its own copy of the sensor (a whole second core);
+:class:`DelayedSensor` runs it inside the tick and makes it ready ``delay_ticks`` later, so a test can reproduce
+the schedule exactly.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import queue
 import threading
 import time
@@ -82,6 +85,109 @@ class SensorWorker:
             if self._thread.is_alive():
                 raise CorrectionError(f"the visual-force sensor's worker did not stop within {self.timeout_s} s")
         self._in_flight = None
+
+
+class SensorProcess:
+    """One sensor update at a time in a child process that owns a copy of ``sensor`` (and of ``occluders``, the
+    robot's appearance, posed there at each job's joints). The job (frames, poses, joints) goes down a pipe and
+    the reading comes back. The sensor's health counters live in the child: :meth:`reset_health` resets them there.
+    A failure in the child is raised by :meth:`collect` as one :class:`CorrectionError`, as is an update running
+    longer than ``timeout_s`` or a child that died."""
+
+    START_TIMEOUT_S = 120.0  # the child imports torch and Warp and unpickles the sensor before it answers
+
+    def __init__(self, sensor, occluders: Callable[[Any], Any] | None, timeout_s: float):
+        self.timeout_s = timeout_s
+        context = multiprocessing.get_context("spawn")  # fork would copy Warp's and torch's thread state mid-use
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(target=_serve_sensor, args=(child_conn, sensor, occluders),
+                                        name="visual-force-sensor", daemon=True)
+        self._process.start()
+        child_conn.close()
+        self._in_flight = None
+        self._submitted_at = 0.0
+        if not self._conn.poll(self.START_TIMEOUT_S):
+            self._process.kill()
+            raise CorrectionError(f"the visual-force sensor's worker process did not start within {self.START_TIMEOUT_S} s")
+        self._receive()  # "ready", or the error that stopped the child from starting
+
+    def idle(self) -> bool:
+        return self._in_flight is None
+
+    def submit(self, job) -> None:
+        if not self._process.is_alive():
+            raise CorrectionError(f"the visual-force sensor's worker process is closed (exit code {self._process.exitcode})")
+        if self._in_flight is not None:
+            raise CorrectionError("the visual-force sensor is still busy with the previous update")
+        self._in_flight, self._submitted_at = job, time.perf_counter()
+        self._conn.send(("update", job))
+
+    def collect(self, tick: int, wait: bool = False):
+        """``(job, reading)`` of the finished update, or None while it runs (``wait``: block until it is done)."""
+        if self._in_flight is None:
+            return None
+        timeout = max(0.0, self._submitted_at + self.timeout_s - time.perf_counter())
+        if not self._conn.poll(timeout if wait else 0.0):
+            if time.perf_counter() - self._submitted_at >= self.timeout_s:
+                raise CorrectionError(f"the visual-force sensor has not returned for {self.timeout_s} s "
+                                      f"(loop.sensor_timeout_s)")
+            return None
+        job, self._in_flight = self._in_flight, None
+        return job, self._receive()
+
+    def reset_health(self) -> None:
+        """Forget past residuals in the child's sensor (after the twin was re-initialised); waits for its answer."""
+        self.collect(0, wait=True)  # an update in flight answers first
+        self._conn.send(("reset_health", None))
+        self._receive()
+
+    def close(self) -> None:
+        """Stop the child after the update in flight (waits at most ``timeout_s``). Safe to call twice."""
+        if self._process.is_alive():
+            try:
+                self._conn.send(("stop", None))
+            except (BrokenPipeError, OSError):
+                pass
+            self._process.join(self.timeout_s)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+                raise CorrectionError(f"the visual-force sensor's worker process did not stop within {self.timeout_s} s")
+        self._conn.close()
+        self._in_flight = None
+
+    def _receive(self):
+        try:
+            kind, payload = self._conn.recv()
+        except (EOFError, OSError):
+            self._process.join(1.0)
+            raise CorrectionError(f"the visual-force sensor's worker process died "
+                                  f"(exit code {self._process.exitcode})") from None
+        if kind == "error":
+            raise CorrectionError(f"the visual-force sensor failed in its worker process: {payload}")
+        return payload
+
+
+def _serve_sensor(conn, sensor, occluders) -> None:
+    """The child process of :class:`SensorProcess`: answers each request with ``(kind, payload)``."""
+    conn.send(("ready", None))
+    while True:
+        try:
+            request, job = conn.recv()
+        except EOFError:  # the loop's process went away
+            return
+        if request == "stop":
+            return
+        try:
+            if request == "reset_health":
+                sensor.reset_health()
+                answer = None
+            else:
+                robot = occluders(job.robot_q) if occluders is not None and job.robot_q is not None else None
+                answer = sensor.update(job.poses_at_exposure, job.images, robot, job.current_poses)
+            conn.send(("result", answer))
+        except Exception as exc:  # handed to the loop's process (exceptions need not pickle: sent as text)
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
 class DelayedSensor:

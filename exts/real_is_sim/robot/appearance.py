@@ -68,6 +68,18 @@ class RobotAppearance:
         self.colors = torch.tensor(c.color, dtype=torch.float32).expand(n, 3).contiguous()
         self.quats = torch.tensor([1.0, 0.0, 0.0, 0.0]).expand(n, 4).contiguous()
 
+    def __getstate__(self) -> dict:
+        # pinocchio's model does not pickle: a copy (e.g. for the sensor's worker process) rebuilds it from the URDF
+        return {k: v for k, v in self.__dict__.items() if k not in ("_pin", "model", "data")}
+
+    def __setstate__(self, state: dict) -> None:
+        import pinocchio as pin
+
+        self.__dict__.update(state)
+        self._pin = pin
+        self.model = pin.buildModelFromUrdf(str(panda_urdf_path()))
+        self.data = self.model.createData()
+
     def __len__(self) -> int:
         return len(self._local)
 
