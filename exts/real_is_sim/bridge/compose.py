@@ -89,7 +89,7 @@ class Bridge:
         if self.loop.actuator is not None:
             self.loop.actuator.clear(world=w)
         if self.loop.sensor is not None:
-            self.loop.sensor.reset_health()
+            self.loop.reset_sensor_health()
 
     def ground_truth(self) -> np.ndarray | None:
         """Reality's object poses ``(n_obj, 7)`` where reality is simulated (the stand-in), else None."""
@@ -183,7 +183,7 @@ def _standin(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, follower: SafeFol
     real_start[0, :2] += (dx, dy)
     real_start[0, 3:7] = quat_multiply(quat_from_yaw(dyaw), start[0, 3:7])  # about world z, at the body origin
     standin.reset(real_start)
-    return standin, cameras, backgrounds
+    return standin, cameras, standin.sensor_backgrounds  # the twin's empty cell: its estimate where reality differs
 
 
 def _realsense(cfg: BridgeCfg):

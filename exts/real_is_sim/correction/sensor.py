@@ -39,6 +39,12 @@ class VisualForceSensorCfg:
     lr_means: float = 0.0015
     lr_quats: float = 0.001
     kp: float = 4.0  # N/m per Gaussian (see wrench.py)
+    # None: every Gaussian pulls with kp, so a body's visual stiffness grows with how many Gaussians model it. A
+    # count n: each Gaussian of a body with N of them pulls with kp * n / N (the stiffness of n Gaussians at kp),
+    # so a finer scan does not make a stiffer spring. The scanned T-block (498 Gaussians) at kp 10 per Gaussian
+    # was 2.4x stiffer than the procedural one (108) in translation, > 2.8x in yaw, and rang at the 60 Hz tick
+    # (+-5 mm, 2.4 deg from a perfect start: docs/fidelity.md).
+    kp_reference_count: Optional[int] = None
     max_force: float = 5.0  # N, per body
     max_torque: float = 0.2  # N m, per body
     # Normal of the surface the objects slide on: the wrench is kept planar (force in the surface, torque about
@@ -82,6 +88,8 @@ class VisualForceSensorCfg:
             raise ConfigError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
         if self.plane_normal is not None and (len(self.plane_normal) != 3 or not np.linalg.norm(self.plane_normal) > 0):
             raise ConfigError(f"plane_normal must be a non-zero 3-vector, got {self.plane_normal}")
+        if self.kp_reference_count is not None and not (isinstance(self.kp_reference_count, int) and self.kp_reference_count >= 1):
+            raise ConfigError(f"kp_reference_count must be None or an integer >= 1, got {self.kp_reference_count!r}")
         if self.lost_after_ticks < 1:
             raise ConfigError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
         if self.render_threads < 1:
@@ -184,6 +192,7 @@ class VisualForceSensor:
         self._backgrounds = np.stack([self._background_image(c) for c in cameras])  # (C, H, W, 3) float32
         self._max_scales = self.cloud.scales.detach().max(dim=1).values.numpy()  # window reach of each Gaussian
         self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
+        self._kp = self._spring_stiffness()
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
         if cfg.backend == "gsplat" and not gsplat_available():
             raise ConfigError("VisualForceSensor backend 'gsplat' needs CUDA and the gsplat package; use 'cpu' or 'auto'")
@@ -256,7 +265,18 @@ class VisualForceSensor:
 
     def _springs(self, means_now: torch.Tensor, targets: torch.Tensor, poses_now: torch.Tensor) -> torch.Tensor:
         return displacement_wrench(means_now, targets, self.cloud.body_ids, self._com_world(poses_now),
-                                   self.cfg.kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal)
+                                   self._kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal)
+
+    def _spring_stiffness(self):
+        """``kp``, or with ``kp_reference_count`` ``(N,)``: kp * n / (Gaussians of each one's body)."""
+        if self.cfg.kp_reference_count is None:
+            return self.cfg.kp
+        ids = self.cloud.body_ids.long()
+        attached = (ids >= 0) & (ids < self.num_bodies)
+        counts = torch.bincount(ids[attached], minlength=self.num_bodies).clamp_min(1).to(torch.float32)
+        kp = torch.zeros(len(ids), dtype=torch.float32)
+        kp[attached] = self.cfg.kp * self.cfg.kp_reference_count / counts[ids[attached]]
+        return kp
 
     def reset_health(self) -> None:
         """Forget past residuals (after the twin was re-initialised)."""

@@ -34,11 +34,14 @@ def displacement_wrench(
 
     ``positions``/``displaced``: ``[N, 3]`` Gaussian centres before and after the optimisation (world);
     ``body_ids``: ``[N]`` index into ``body_com [B, 3]`` (world COM positions); ids outside ``[0, B)``
-    (static scene, robot occluders) exert nothing. ``plane_normal`` (3,): keep the wrench planar (see above).
+    (static scene, robot occluders) exert nothing. ``kp``: one stiffness, or ``[N]`` per Gaussian.
+    ``plane_normal`` (3,): keep the wrench planar (see above).
     """
     num_bodies = body_com.shape[0]
     attached = (body_ids >= 0) & (body_ids < num_bodies)
     ids = body_ids[attached].long()
+    if torch.is_tensor(kp):
+        kp = kp[attached, None].to(body_com.dtype)
     forces = kp * (displaced[attached] - positions[attached]).to(body_com.dtype)
     lever = positions[attached].to(body_com.dtype) - body_com[ids]
     torques = torch.linalg.cross(lever, forces, dim=-1)
