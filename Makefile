@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml constraints/isaaclab-3.0.txt
 	# Every version follows Isaac Lab 3.0 (constraints file); torch 2.13.0 is the CPU wheel on disk, any other
 	# version would download gigabytes.
 	$(BIN)/pip install -q -c constraints/isaaclab-3.0.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints/isaaclab-3.0.txt -e '.[test,usd,isaaclab,hardware]'
+	$(BIN)/pip install -q -c constraints/isaaclab-3.0.txt -e '.[test,usd,isaaclab,hardware,eval]'
 	# Isaac Lab 3.0 kit-less (no Isaac Sim): it declares Python >= 3.12 and Kit/GPU/training dependencies that
 	# kit-less use on the Newton backend does not import; its runtime set is our [isaaclab] extra.
 	$(BIN)/pip install -q --no-deps --ignore-requires-python -c constraints/isaaclab-3.0.txt isaaclab==3.0.0

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from real_is_sim.evaluation.stats import wilson_interval
 from real_is_sim.policy.checkpoint import load_checkpoint
 from real_is_sim.policy.observations import cell_from_yaml, renderer_for
 from real_is_sim.policy.scheduler import WaypointScheduler
@@ -29,34 +30,70 @@ from real_is_sim.policy.scheduler import WaypointScheduler
 PROGRESS_DONE = 0.9  # the paper's offline success rule
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (95 % by default)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+class ReplayControl:
+    """Control (``--control replay``): the demonstrations' commanded joints and progress replayed open loop, blind to
+    the block: demonstration (first + k) mod 60 in world k. It answers the policy's calls (all worlds at once, every
+    ``execute`` waypoints) with the demonstration's chunk at the time reached, through the same scheduler."""
+
+    def __init__(self, policy_cfg, dataset_root: str, first: int, num_envs: int, execute: int) -> None:
+        from real_is_sim.demos.dataset import load_dataset
+
+        episodes = [e for e in load_dataset(dataset_root).episodes if e.success]
+        self.cfg = policy_cfg
+        self.episodes = [episodes[(first + k) % len(episodes)] for k in range(num_envs)]
+        self.elapsed_s = 0.0
+        self.call_s = execute * policy_cfg.horizon_s / policy_cfg.waypoints
+
+    def act(self, object_poses, robot_q, images=None, generator=None, previous=None, noise=None) -> np.ndarray:
+        from real_is_sim.policy.data import action_chunks
+
+        assert len(robot_q) == len(self.episodes), "the replay answers all worlds at once"
+        chunks = []
+        for e in self.episodes:
+            frame = np.searchsorted(e.t, min(self.elapsed_s, e.t[-1]))  # the frame at the time reached
+            chunks.append(action_chunks(e.t, e.q_cmd, e.progress, np.array([frame]), self.cfg.waypoints,
+                                        self.cfg.horizon_s)[0])
+        self.elapsed_s += self.call_s
+        return np.stack(chunks)
 
 
-def run_batch(policy, renderer, twin, goal, starts: np.ndarray, seconds: float, seed: int) -> list[dict]:
-    """Episodes from ``starts`` [N, 7] in the N worlds of ``twin``, all at once."""
+class HoldControl:
+    """Control (``--control hold``): a constant policy, every waypoint the arm's start joints, progress 0."""
+
+    def __init__(self, policy_cfg, q_start: np.ndarray) -> None:
+        self.cfg, self.q_start = policy_cfg, np.asarray(q_start, dtype=np.float64)
+
+    def act(self, object_poses, robot_q, images=None, generator=None, previous=None, noise=None) -> np.ndarray:
+        chunk = np.concatenate([self.q_start, [0.0]])
+        return np.tile(chunk, (len(robot_q), self.cfg.waypoints, 1))
+
+
+def run_batch(policy, renderer, twin, goal, starts: np.ndarray, seconds: float, seed: int,
+              execute: int | None = None, fixed_noise: bool = False) -> list[dict]:
+    """Episodes from ``starts`` [N, 7] in the N worlds of ``twin``, all at once; the first ``execute`` waypoints
+    of each chunk are run before the next policy call (None: all of them). ``fixed_noise``: each world draws its
+    flow noise x0 once and starts every chunk from it (consecutive chunks keep to one mode), else fresh per call."""
     from real_is_sim_tasks.pusht import goal_errors
 
     n = len(starts)
     q_start = np.asarray(twin.task.robot.q_start, dtype=np.float64)
     twin.reset(object_poses=starts[:, None, :], robot_q=np.tile(q_start, (n, 1)))
-    scheduler = WaypointScheduler(n, policy.cfg.waypoints, policy.cfg.horizon_s, 1.0 / twin.control_dt)
+    scheduler = WaypointScheduler(n, policy.cfg.waypoints, policy.cfg.horizon_s, 1.0 / twin.control_dt, execute)
     generator = torch.Generator().manual_seed(seed)
+    noise = torch.randn((n, policy.cfg.flow_length, 8), generator=generator) if fixed_noise else None
     success_t = np.full(n, np.nan)
     progress_t = np.full(n, np.nan)
     ticks = int(round(seconds / twin.control_dt))
+    history = deque(maxlen=policy.cfg.history_frames + 1)  # [0]: the frame history_frames ticks ago (or the first)
     for tick in range(ticks):
+        history.append((twin.object_poses(), twin.robot_q()))
         envs = scheduler.needs_chunk()
         if len(envs):
-            poses, q = twin.object_poses()[envs], twin.robot_q()[envs]
-            images = renderer.render(poses, q) if renderer is not None else None
-            scheduler.set_chunks(envs, policy.act(poses, q, images, generator=generator))
+            (poses, q), (poses_before, q_before) = (history[-1], history[0])
+            images = renderer.render(poses[envs], q[envs]) if renderer is not None else None
+            scheduler.set_chunks(envs, policy.act(poses[envs], q[envs], images, generator=generator,
+                                                  previous=(poses_before[envs], q_before[envs]),
+                                                  noise=None if noise is None else noise[envs]))
         twin.step(scheduler.step())
         t = (tick + 1) * twin.control_dt
         distance, yaw_error = goal_errors(twin.object_poses()[:, 0], goal)
@@ -98,6 +135,13 @@ def main() -> int:
     parser.add_argument("--random-seed", type=int, default=0, help="seed of the random start poses (0: the expert benchmark's)")
     parser.add_argument("--seconds", type=float, default=30.0, help="time limit per episode (twin time)")
     parser.add_argument("--seed", type=int, default=0, help="policy noise seed (per batch: seed + batch index)")
+    parser.add_argument("--execute", type=int, default=None,
+                        help="waypoints of each chunk run before the next policy call (receding horizon; default all)")
+    parser.add_argument("--fixed-noise", action="store_true",
+                        help="one flow noise x0 per episode for all its chunks (default: fresh noise per call)")
+    parser.add_argument("--control", choices=("replay", "hold"), default=None,
+                        help="instead of the policy: a demonstration replayed open loop, or the arm held at q_start "
+                             "(the checkpoint gives the cell and dataset)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -116,12 +160,16 @@ def main() -> int:
     renderer = renderer_for(policy.cfg.variant, policy.cfg.image_size, policy.cfg.cell, seed=args.seed) \
         if policy.cfg.uses_images else None
     twin_cfg = load_bridge_cfg("standin").twin  # the twin settings the demonstrations were collected with
+    execute = args.execute or policy.cfg.waypoints
     out = Path(args.out)
     done_path = out.with_suffix(".jsonl")
     done = {}
     if done_path.is_file():
         rows = map(json.loads, done_path.read_text().splitlines())
-        done = {row["start"]: row for row in rows if row.get("checkpoint") == str(args.checkpoint)}
+        done = {row["start"]: row for row in rows
+                if row.get("checkpoint") == str(args.checkpoint)
+                and row.get("execute_waypoints", policy.cfg.waypoints) == execute
+                and row.get("control") == args.control and row.get("fixed_noise", False) == args.fixed_noise}
     todo = [i for i, label in enumerate(labels) if label not in done]
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -130,21 +178,31 @@ def main() -> int:
         ids = todo[first:first + args.worlds]
         if twin is None or twin.num_worlds != len(ids):
             twin = Twin(cfg, len(ids), twin_cfg)
-        rows = run_batch(policy, renderer, twin, cfg.goal, starts[ids], args.seconds, args.seed + batch_index)
+        actor = policy
+        if args.control == "replay":
+            actor = ReplayControl(policy.cfg, state["dataset"], first, len(ids), execute)
+        elif args.control == "hold":
+            actor = HoldControl(policy.cfg, cfg.robot.q_start)
+        rows = run_batch(actor, renderer, twin, cfg.goal, starts[ids], args.seconds, args.seed + batch_index,
+                         execute, args.fixed_noise)
         with done_path.open("a") as f:
             for i, row in zip(ids, rows):
-                row = {"start": labels[i], "checkpoint": str(args.checkpoint), "start_pose": starts[i].round(5).tolist(), **row}
+                row = {"start": labels[i], "checkpoint": str(args.checkpoint),
+                       "execute_waypoints": execute, "control": args.control,
+                       "fixed_noise": args.fixed_noise, "start_pose": starts[i].round(5).tolist(), **row}
                 done[labels[i]] = row
                 f.write(json.dumps(row) + "\n")
         print(f"batch {batch_index}: {sum(r['success'] for r in rows)}/{len(rows)} at the goal "
               f"({time.perf_counter() - started:.0f} s)", flush=True)
     meta = {"checkpoint": str(args.checkpoint), "variant": policy.cfg.variant, "training_steps": state["step"],
             "dataset": state.get("dataset", ""), "seconds_limit": args.seconds, "random_seed": args.random_seed,
-            "policy_seed": args.seed, "success_rule": "block within the goal tolerances (ground truth) at some tick",
+            "policy_seed": args.seed, "execute_waypoints": execute, "control": args.control,
+            "fixed_noise": args.fixed_noise,
+            "success_rule": "block within the goal tolerances (ground truth) at some tick",
             "progress_rule": f"policy progress > {PROGRESS_DONE} at some tick"}
     result = summary([done[label] for label in labels], meta)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{policy.cfg.variant}: ground-truth success {result['success_rate']:.3f} "
+    print(f"{args.control or policy.cfg.variant}: ground-truth success {result['success_rate']:.3f} "
           f"{result['success_wilson95']}, progress > 0.9: {result['progress_success_rate']:.3f} over {result['episodes']}")
     print(json.dumps({k: v for k, v in result.items() if k != "per_episode"}))
     return 0

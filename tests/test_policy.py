@@ -16,7 +16,9 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.policy.checkpoint import load_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import action_chunks, build_training_set
-from real_is_sim.policy.flow import FlowPolicy, dct_basis
+from real_is_sim.policy.flow import (GOAL_SQUASH, FlowPolicy, dct_basis, goal_features, observation_features,
+                                     pose_features, state_vector)
+from real_is_sim.policy.network import state_dim
 from real_is_sim.policy.normalizer import Normalizer
 from real_is_sim.policy.observations import ObservationRenderer, cached_images
 from real_is_sim.policy.scheduler import WaypointScheduler
@@ -62,9 +64,8 @@ def trained(tiny_dataset, tmp_path_factory):
 
 
 def untrained_policy(cfg: PolicyCfg) -> FlowPolicy:
-    state_dim = 14 if cfg.variant == "pose" else 7
     action = Normalizer(torch.tensor([-1.0] * 7 + [0.0]), torch.tensor([1.0] * 7 + [1.0]))
-    return FlowPolicy(cfg, action, Normalizer(-torch.ones(state_dim), torch.ones(state_dim)))
+    return FlowPolicy(cfg, action, Normalizer(-torch.ones(state_dim(cfg)), torch.ones(state_dim(cfg))))
 
 
 @pytest.mark.parametrize("variant, trunk, basis", [("pose", "mlp", 8), ("static_camera", "mlp", 8), ("pose", "unet", 0)])
@@ -125,6 +126,69 @@ def test_scheduler_switches_waypoint_every_horizon_over_m_and_asks_for_a_new_chu
     assert scheduler.needs_chunk().tolist() == [0]
     with pytest.raises(DataError):
         scheduler.set_chunks([0], np.zeros((1, 16, 8)))
+
+
+def test_scheduler_receding_horizon_runs_the_first_waypoints_then_asks_again():
+    scheduler = WaypointScheduler(num_envs=1, execute=8)
+    chunk = np.zeros((1, 32, 8))
+    chunk[0, :, 0] = np.arange(32)
+    scheduler.set_chunks([0], chunk)
+    targets = []
+    while not len(scheduler.needs_chunk()):
+        targets.append(scheduler.step()[0, 0])
+    assert len(targets) == 15  # 8 waypoints of 1/32 s at 60 Hz
+    np.testing.assert_array_equal(targets, np.floor(np.arange(15) / 60 * 32))  # the same timing as a whole chunk
+    assert WaypointScheduler(num_envs=1, execute=16).ticks_per_chunk == 30
+    for bad in (0, 33):
+        with pytest.raises(ConfigError):
+            WaypointScheduler(num_envs=1, execute=bad)
+
+
+def yaw_pose(yaw: float, sign: float = 1.0) -> list[float]:
+    """A block pose at (0.5, 0.1, 0.02) turned by ``yaw`` about z; ``sign`` -1 gives the same rotation as -q."""
+    return [0.5, 0.1, 0.02, 0.0, 0.0, sign * np.sin(yaw / 2), sign * np.cos(yaw / 2)]
+
+
+def test_pose_features_are_yaw_cos_sin_continuous_at_180_deg_and_blind_to_the_quaternion_sign():
+    poses = torch.tensor([[yaw_pose(np.pi - 1e-3)], [yaw_pose(-np.pi + 1e-3)], [yaw_pose(0.7)], [yaw_pose(0.7, -1.0)]])
+    features = pose_features(poses)
+    assert features.shape == (4, 5)
+    torch.testing.assert_close(features[2], torch.tensor([0.5, 0.1, 0.02, np.cos(0.7), np.sin(0.7)]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(features[2], features[3])  # q and -q: one rotation, one feature
+    assert (features[0] - features[1]).abs().max() < 3e-3  # either side of +-180 deg: neighbours (qz jumps there)
+
+
+def test_goal_features_measure_the_offset_from_the_goal_in_tolerances():
+    goal = [0.5, 0.1, np.pi / 4, 0.02, 0.15]  # PushT's goal: (0.5, 0.1), yaw 45 deg, 2 cm, 0.15 rad
+    along = [0.5 + 0.02 * np.cos(np.pi / 4), 0.1 + 0.02 * np.sin(np.pi / 4), 0.02, 0, 0, np.sin(np.pi / 8), np.cos(np.pi / 8)]
+    # at the goal, 1 tolerance along its x axis, -1 and +2 tolerances in yaw (the last wrapped)
+    poses = torch.tensor([yaw_pose(np.pi / 4), along, yaw_pose(np.pi / 4 - 0.15), yaw_pose(np.pi / 4 - 2 * np.pi + 0.3)],
+                         dtype=torch.float32)
+    units = torch.atanh(goal_features(poses, goal)) * GOAL_SQUASH
+    expected = torch.tensor([[0, 0, 0], [1, 0, 0], [0, 0, -1], [0, 0, 2]], dtype=torch.float32)
+    torch.testing.assert_close(units, expected, atol=1e-3, rtol=1e-3)
+    cfg = PolicyCfg(goal_features=True, goal=goal)
+    features = observation_features(cfg, state_vector("pose", poses[:, None], np.zeros((4, 7))))
+    assert features.shape == (4, state_dim(cfg)) == (4, 15)
+    with pytest.raises(ConfigError):
+        PolicyCfg(variant="wrist_camera", goal_features=True)
+
+
+def test_history_pairs_each_frame_with_the_one_k_earlier_padded_with_the_first(tiny_dataset):
+    from real_is_sim.demos.dataset import load_dataset
+
+    episodes = load_dataset(tiny_dataset).episodes
+    data = build_training_set(episodes, 32, 1.0, 1, history_frames=6)
+    first = data.episode == data.episode[0]
+    np.testing.assert_array_equal(data.previous_q[first][:7], np.repeat(data.q[:1], 7, 0))  # frames 0..6: frame 0
+    np.testing.assert_array_equal(data.previous_q[first][6:], data.q[first][:-6])  # frame i: frame i - 6
+    cfg = PolicyCfg(history_frames=6)
+    features = observation_features(cfg, state_vector("pose", data.object_poses, data.q, data.previous))
+    assert features.shape == (len(data), state_dim(cfg)) == (len(data), 24)
+    before = observation_features(PolicyCfg(), state_vector("pose", *data.previous))
+    torch.testing.assert_close(features[:, 12:], features[:, :12] - before)
+    with pytest.raises(ConfigError, match="previous"):
+        untrained_policy(cfg).act(data.object_poses[:2], data.q[:2])
 
 
 def test_policy_fits_tiny_dataset(trained, tiny_dataset):

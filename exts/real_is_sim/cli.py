@@ -7,6 +7,7 @@
     real-is-sim export-usd SESSION_DIR [--out FILE]
     real-is-sim collect --out DIR [--expert scripted|teleop] [--mode offline|online] [--episodes N] [--start-poses FILE|random]
     real-is-sim train --dataset DIR --out DIR [--variant pose|static_camera|wrist_camera|real_image] [--steps N ...]
+    real-is-sim eval --checkpoint CKPT|RUN_DIR ... --out FILE.json [--protocol quick|paper] [--mode offline|online] [--executor local|ray]
     real-is-sim build-object RECORDING --frame N (--background-frame M | --backgrounds DIR | --masks DIR) --out DIR
     real-is-sim build-ground POINTS.npy --out ground_plane.json
 
@@ -285,6 +286,25 @@ def train(args) -> int:
     return 0
 
 
+# -- eval -----------------------------------------------------------------------------------------------------
+
+
+def _eval_parser(sub) -> None:
+    from real_is_sim.evaluation.command import add_eval_arguments
+
+    p = sub.add_parser("eval", help="evaluate policy checkpoints offline (parallel twin worlds) or online (against the "
+                                    "stand-in) (docs/evaluation.md)",
+                       description="Success by ground truth, gym-pusht coverage and the policy's progress, with Wilson "
+                                   "intervals, per start pose; resumable (OUT.jsonl).")
+    add_eval_arguments(p)
+
+
+def eval_(args) -> int:
+    from real_is_sim.evaluation.command import eval_command
+
+    return eval_command(args)
+
+
 # -- collect --------------------------------------------------------------------------------------------------
 
 
@@ -398,7 +418,7 @@ def build_ground(args) -> int:
 
 
 COMMANDS = {"deploy": (_deploy_parser, deploy), "home": (_home_parser, home), "demo": (_demo_parser, demo), "replay": (_replay_parser, replay),
-            "export-usd": (_export_usd_parser, export_usd), "train": (_train_parser, train),
+            "export-usd": (_export_usd_parser, export_usd), "train": (_train_parser, train), "eval": (_eval_parser, eval_),
             "collect": (_collect_parser, collect), "build-object": (_build_object_parser, build_object),
             "build-ground": (_build_ground_parser, build_ground)}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from real_is_sim.errors import ConfigError
 
@@ -26,6 +26,11 @@ class PolicyCfg:
     image_size: int = 64  # square camera observations, pixels
     image_embed: int = 64  # the CNN's output width
     num_objects: int = 1
+    # pose variant: + the block's offset from the task's goal in tolerance units (flow.goal_features); training
+    # fills ``goal`` = [x, y, yaw, position tolerance, yaw tolerance] from the dataset's cell
+    goal_features: bool = False
+    goal: list = field(default_factory=list)
+    history_frames: int = 0  # > 0: the state also holds its change since the frame this many ticks (1/60 s) earlier
     cell: str = ""  # the dataset's cell YAML (set by training): where images are rendered and evaluations run
 
     def __post_init__(self) -> None:
@@ -36,6 +41,12 @@ class PolicyCfg:
         for name in ("waypoints", "euler_steps", "hidden", "cond_dim", "image_embed", "num_objects"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"policy {name} must be >= 1, got {getattr(self, name)}")
+        if self.goal_features and self.variant != "pose":
+            raise ConfigError("policy goal_features needs the pose variant (the block's pose is observed)")
+        if self.goal and len(self.goal) != 5:
+            raise ConfigError(f"policy goal must be [x, y, yaw, position_tolerance, yaw_tolerance], got {self.goal}")
+        if self.history_frames < 0:
+            raise ConfigError(f"policy history_frames must be >= 0, got {self.history_frames}")
         if not 0 <= self.basis <= self.waypoints:
             raise ConfigError(f"policy basis must be in [0, waypoints={self.waypoints}], got {self.basis}")
         if self.trunk == "unet" and self.flow_length % 4:

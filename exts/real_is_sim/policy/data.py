@@ -20,6 +20,12 @@ class TrainingSet:
     q: np.ndarray  # [N, 7] float32, the robot's measured joints
     chunks: np.ndarray  # [N, m, 8] float32, q' (7) + progress per waypoint
     episode: np.ndarray  # [N] int, the episode each sample comes from
+    previous_object_poses: np.ndarray  # [N, n_obj, 7] at frame i - history_frames (before the episode: its first)
+    previous_q: np.ndarray  # [N, 7] likewise
+
+    @property
+    def previous(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.previous_object_poses, self.previous_q
 
     def __len__(self) -> int:
         return len(self.q)
@@ -63,11 +69,13 @@ def sample_frames(num_frames: int, stride: int) -> np.ndarray:
     return np.arange(0, num_frames, stride)
 
 
-def build_training_set(episodes, waypoints: int, horizon_s: float, num_objects: int, frame_stride: int = 1) -> TrainingSet:
-    """Samples at every ``frame_stride``-th frame of every episode."""
+def build_training_set(episodes, waypoints: int, horizon_s: float, num_objects: int, frame_stride: int = 1,
+                       history_frames: int = 0) -> TrainingSet:
+    """Samples at every ``frame_stride``-th frame of every episode; ``previous_*`` hold the frame
+    ``history_frames`` earlier, the first frame where the episode has none (as at the start of a rollout)."""
     if not episodes:
         raise DataError("the dataset has no episodes to train on")
-    parts = {"object_poses": [], "q": [], "chunks": [], "episode": []}
+    parts = {"object_poses": [], "q": [], "chunks": [], "episode": [], "previous_object_poses": [], "previous_q": []}
     for episode in episodes:
         _check_episode(episode, num_objects)
         t = np.asarray(episode.t, dtype=np.float64)
@@ -77,4 +85,7 @@ def build_training_set(episodes, waypoints: int, horizon_s: float, num_objects: 
         parts["chunks"].append(action_chunks(t, np.asarray(episode.q_cmd, dtype=np.float64),
                                              np.asarray(episode.progress, dtype=np.float64), frames, waypoints, horizon_s))
         parts["episode"].append(np.full(len(frames), int(episode.index)))
+        earlier = np.maximum(frames - history_frames, 0)
+        parts["previous_object_poses"].append(np.asarray(episode.object_poses, dtype=np.float32)[earlier])
+        parts["previous_q"].append(np.asarray(episode.q, dtype=np.float32)[earlier])
     return TrainingSet(**{k: np.concatenate(v) for k, v in parts.items()})

@@ -12,9 +12,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from real_is_sim.errors import ConfigError
 from real_is_sim.policy.config import ACTION_DIM, PolicyCfg
 from real_is_sim.policy.network import VelocityNet
 from real_is_sim.policy.normalizer import Normalizer
+
+GOAL_SQUASH = 4.0  # tolerance units: tanh(1/4) = 0.24 at the tolerance, 0.76 at 4 tolerances
 
 
 def as_tensor(x) -> torch.Tensor:
@@ -27,13 +30,64 @@ def canonical_quaternions(object_poses: torch.Tensor) -> torch.Tensor:
     return torch.cat([object_poses[..., :3], object_poses[..., 3:] * sign], dim=-1)
 
 
-def state_vector(variant: str, object_poses, robot_q) -> torch.Tensor:
-    """The low-dimensional part of an observation: object poses + q (pose variant) or q alone (image variants)."""
+def state_vector(variant: str, object_poses, robot_q, previous=None) -> torch.Tensor:
+    """The low-dimensional observation as recorded: object poses (position + quaternion xyzw, qw >= 0) + q (pose
+    variant) or q alone (image variants); with ``previous`` = (object_poses, robot_q) of the frame
+    ``PolicyCfg.history_frames`` ticks earlier, that frame's appended. The encoder's features are computed from it
+    inside the policy (:func:`observation_features`)."""
     q = as_tensor(robot_q)
-    if variant != "pose":
-        return q
-    poses = canonical_quaternions(as_tensor(object_poses))
-    return torch.cat([poses.flatten(1), q], dim=1)
+    now = q if variant != "pose" else torch.cat([canonical_quaternions(as_tensor(object_poses)).flatten(1), q], dim=1)
+    return now if previous is None else torch.cat([now, state_vector(variant, *previous)], dim=1)
+
+
+def yaw_cos_sin(object_poses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the yaw of [..., 7] poses: continuous where the yaw wraps (a canonical quaternion jumps from
+    qz = 1 to -1 at +-180 deg) and, quadratic in the quaternion, blind to its sign."""
+    x, y, z, w = object_poses[..., 3], object_poses[..., 4], object_poses[..., 5], object_poses[..., 6]
+    cos, sin = 1 - 2 * (y * y + z * z), 2 * (w * z + x * y)
+    norm = torch.sqrt(cos * cos + sin * sin).clamp(min=1e-9)
+    return cos / norm, sin / norm
+
+
+def pose_features(object_poses: torch.Tensor) -> torch.Tensor:
+    """[B, n_obj, 7] poses -> [B, n_obj * 5]: position and (cos, sin) of the yaw (the objects rest on the table)."""
+    cos, sin = yaw_cos_sin(object_poses)
+    return torch.cat([object_poses[..., :3], cos[..., None], sin[..., None]], dim=-1).flatten(1)
+
+
+def goal_features(pose: torch.Tensor, goal) -> torch.Tensor:
+    """[B, 7] block poses -> [B, 3]: the offset from the goal along and across the goal's axes and the yaw error,
+    in tolerance units, squashed by tanh(u / GOAL_SQUASH): steep within a few tolerances of the goal, where the
+    expert's small corrective pushes and its "done" are decided, flat far away. ``goal`` = PolicyCfg.goal."""
+    gx, gy, gyaw, position_tolerance, yaw_tolerance = goal
+    dx, dy = pose[:, 0] - gx, pose[:, 1] - gy
+    along = math.cos(gyaw) * dx + math.sin(gyaw) * dy
+    across = -math.sin(gyaw) * dx + math.cos(gyaw) * dy
+    cos, sin = yaw_cos_sin(pose)
+    yaw_error = torch.atan2(sin * math.cos(gyaw) - cos * math.sin(gyaw), cos * math.cos(gyaw) + sin * math.sin(gyaw))
+    units = torch.stack([along / position_tolerance, across / position_tolerance, yaw_error / yaw_tolerance], dim=1)
+    return torch.tanh(units / GOAL_SQUASH)
+
+
+def frame_features(cfg: PolicyCfg, state: torch.Tensor) -> torch.Tensor:
+    """One frame's raw state (state_vector) -> pose features [+ goal features] + q (pose), or q (image variants)."""
+    if cfg.variant != "pose":
+        return state
+    poses = state[:, :7 * cfg.num_objects].reshape(-1, cfg.num_objects, 7)
+    parts = [pose_features(poses)]
+    if cfg.goal_features:
+        parts.append(goal_features(poses[:, 0], cfg.goal))
+    return torch.cat([*parts, state[:, 7 * cfg.num_objects:]], dim=1)
+
+
+def observation_features(cfg: PolicyCfg, state: torch.Tensor) -> torch.Tensor:
+    """Raw states [B, D] -> the encoder's input before normalisation; with history: the frame's features and their
+    change since the earlier frame."""
+    if not cfg.history_frames:
+        return frame_features(cfg, state)
+    now, before = state.chunk(2, dim=1)
+    now = frame_features(cfg, now)
+    return torch.cat([now, now - frame_features(cfg, before)], dim=1)
 
 
 def image_tensor(images) -> torch.Tensor:
@@ -75,7 +129,7 @@ class FlowPolicy(nn.Module):
         x0 = torch.randn(x1.shape, generator=generator)
         t = torch.rand(x1.shape[0], generator=generator)
         xt = (1 - t[:, None, None]) * x0 + t[:, None, None] * x1
-        embedding = self.net.encode(self.state_norm.normalize(state), image)
+        embedding = self.net.encode(self.state_norm.normalize(observation_features(self.cfg, state)), image)
         return nn.functional.mse_loss(self.net.velocity(xt, t, embedding), x1 - x0)
 
     @torch.no_grad()
@@ -85,16 +139,22 @@ class FlowPolicy(nn.Module):
         steps = steps or self.cfg.euler_steps
         batch = state.shape[0]
         x = noise if noise is not None else torch.randn((batch, self.cfg.flow_length, ACTION_DIM), generator=generator)
-        embedding = self.net.encode(self.state_norm.normalize(state), image)  # once: the observation is fixed
+        # once: the observation is fixed
+        embedding = self.net.encode(self.state_norm.normalize(observation_features(self.cfg, state)), image)
         dt = 1.0 / steps
         for k in range(steps):
             x = x + dt * self.net.velocity(x, torch.full((batch,), k * dt), embedding)
         chunk = self.from_flow(self.action_norm.unnormalize(x))
         return torch.cat([chunk[..., :7], chunk[..., 7:].clamp(0.0, 1.0)], dim=-1)
 
-    def act(self, object_poses, robot_q, images=None, generator: torch.Generator | None = None) -> np.ndarray:
-        """One call for N environments: poses [N, n_obj, 7], q [N, 7], images uint8 [N, S, S, 3] (camera variants)."""
-        state = state_vector(self.cfg.variant, object_poses, robot_q)
+    def act(self, object_poses, robot_q, images=None, generator: torch.Generator | None = None,
+            previous=None, noise: torch.Tensor | None = None) -> np.ndarray:
+        """One call for N environments: poses [N, n_obj, 7], q [N, 7], images uint8 [N, S, S, 3] (camera variants);
+        ``previous`` = (poses, q) ``cfg.history_frames`` frames earlier (the first frame while there is none),
+        required when the policy uses history and ignored otherwise; ``noise`` [N, flow_length, 8] fixes x0."""
+        if self.cfg.history_frames and previous is None:
+            raise ConfigError(f"this policy observes the frame {self.cfg.history_frames} ticks earlier: pass previous")
+        state = state_vector(self.cfg.variant, object_poses, robot_q, previous if self.cfg.history_frames else None)
         image = image_tensor(images) if self.cfg.uses_images else None
         self.eval()
-        return self.sample(state, image, generator=generator).numpy()
+        return self.sample(state, image, noise=noise, generator=generator).numpy()

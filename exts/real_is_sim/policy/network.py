@@ -21,16 +21,25 @@ def time_features(t: torch.Tensor) -> torch.Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 
 
-def pose_observation_dim(num_objects: int) -> int:
-    return num_objects * 7 + ROBOT_JOINTS
+POSE_FEATURES = 5  # per object: position (3) + cos, sin of the yaw (flow.pose_features)
+GOAL_FEATURES = 3  # the block's offset from the goal: along, across, yaw (flow.goal_features)
+
+
+def state_dim(cfg: PolicyCfg) -> int:
+    """Width of the encoder's state input (flow.observation_features): pose [+ goal] features + q, or q alone;
+    doubled by history."""
+    now = ROBOT_JOINTS
+    if cfg.variant == "pose":
+        now += cfg.num_objects * POSE_FEATURES + (GOAL_FEATURES if cfg.goal_features else 0)
+    return 2 * now if cfg.history_frames else now
 
 
 class PoseEncoder(nn.Module):
-    """Normalised object poses (position + quaternion each) and joints -> embedding."""
+    """Normalised object pose features (position + cos/sin yaw each) and joints [+ their change] -> embedding."""
 
     def __init__(self, cfg: PolicyCfg) -> None:
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(pose_observation_dim(cfg.num_objects), cfg.cond_dim), nn.SiLU(),
+        self.mlp = nn.Sequential(nn.Linear(state_dim(cfg), cfg.cond_dim), nn.SiLU(),
                                  nn.Linear(cfg.cond_dim, cfg.cond_dim))
 
     def forward(self, state: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
@@ -48,11 +57,11 @@ class ImageEncoder(nn.Module):
             layers += [nn.Conv2d(c_in, c_out, 3, stride=2, padding=1), nn.GroupNorm(8, c_out), nn.SiLU()]
         side = cfg.image_size // 16
         self.cnn = nn.Sequential(*layers, nn.Flatten(), nn.Linear(channels[-1] * side * side, cfg.image_embed))
-        self.mlp = nn.Sequential(nn.Linear(cfg.image_embed + ROBOT_JOINTS, cfg.cond_dim), nn.SiLU(),
+        self.mlp = nn.Sequential(nn.Linear(cfg.image_embed + state_dim(cfg), cfg.cond_dim), nn.SiLU(),
                                  nn.Linear(cfg.cond_dim, cfg.cond_dim))
 
     def forward(self, state: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
-        """``state``: [B, 7] normalised joints; ``image``: [B, 3, S, S] in [-0.5, 0.5]."""
+        """``state``: [B, 7] normalised joints (14 with history); ``image``: [B, 3, S, S] in [-0.5, 0.5]."""
         return self.mlp(torch.cat([self.cnn(image), state], dim=1))
 
 

@@ -17,7 +17,7 @@ from real_is_sim.errors import DataError
 from real_is_sim.policy.checkpoint import read_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import TrainingSet, build_training_set
-from real_is_sim.policy.flow import FlowPolicy, dct_basis, image_tensor, state_vector
+from real_is_sim.policy.flow import FlowPolicy, dct_basis, image_tensor, observation_features, state_vector
 from real_is_sim.policy.normalizer import Normalizer
 from real_is_sim.policy.observations import cached_images, renderer_for
 
@@ -62,12 +62,27 @@ def training_images(dataset, data: TrainingSet, cfg: PolicyCfg, progress: bool) 
     return cached_images(Path(dataset.root) / "cache", renderer, data.object_poses, data.q, progress)
 
 
+def training_states(cfg: PolicyCfg, data: TrainingSet) -> torch.Tensor:
+    return state_vector(cfg.variant, data.object_poses, data.q, data.previous if cfg.history_frames else None)
+
+
 def make_policy(cfg: PolicyCfg, data: TrainingSet) -> FlowPolicy:
     """A fresh policy whose normalisers hold this data's statistics."""
-    states = state_vector(cfg.variant, data.object_poses, data.q)
+    states = training_states(cfg, data)
     chunks = torch.as_tensor(data.chunks)
     flow = dct_basis(cfg.waypoints, cfg.basis).T @ chunks if cfg.basis else chunks  # as FlowPolicy.to_flow
-    return FlowPolicy(cfg, Normalizer.fit(flow, keep_dims=2 if cfg.basis else 1), Normalizer.fit(states))
+    return FlowPolicy(cfg, Normalizer.fit(flow, keep_dims=2 if cfg.basis else 1),
+                      Normalizer.fit(observation_features(cfg, states)))
+
+
+def goal_of(cell_yaml: str) -> list[float]:
+    """[x, y, yaw, position tolerance, yaw tolerance] of the cell's goal (PolicyCfg.goal)."""
+    from real_is_sim.policy.observations import cell_from_yaml
+
+    goal = cell_from_yaml(cell_yaml).goal
+    x, y, z, w = goal.pose[3:]
+    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return [float(goal.pose[0]), float(goal.pose[1]), yaw, float(goal.position_tolerance), float(goal.yaw_tolerance)]
 
 
 def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, out_dir: str | Path,
@@ -85,11 +100,13 @@ def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, 
         raise DataError(f"dataset {dataset_root} has no successful episode to train on (train.successful_only=false "
                         f"uses the failed ones)")
     data = build_training_set(episodes, policy_cfg.waypoints, policy_cfg.horizon_s, policy_cfg.num_objects,
-                              train_cfg.frame_stride)
+                              train_cfg.frame_stride, policy_cfg.history_frames)
     # the cell the data comes from: camera images are rendered in it, an evaluation builds its twin from it
     policy_cfg = dataclasses.replace(policy_cfg, cell=dataset.cell_yaml)
+    if policy_cfg.goal_features:
+        policy_cfg = dataclasses.replace(policy_cfg, goal=goal_of(dataset.cell_yaml))
     images = training_images(dataset, data, policy_cfg, progress)
-    states = state_vector(policy_cfg.variant, data.object_poses, data.q)
+    states = training_states(policy_cfg, data)
     chunks = torch.as_tensor(data.chunks)
 
     torch.manual_seed(train_cfg.seed)  # weight initialisation
