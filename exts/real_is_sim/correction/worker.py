@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any, Callable
 
+import torch
+
 from real_is_sim.errors import RealIsSimError
 
 
@@ -100,7 +102,8 @@ class SensorProcess:
         self.timeout_s = timeout_s
         context = multiprocessing.get_context("spawn")  # fork would copy Warp's and torch's thread state mid-use
         self._conn, child_conn = context.Pipe()
-        self._process = context.Process(target=_serve_sensor, args=(child_conn, sensor, occluders),
+        # the child starts with torch's default thread count: it gets the loop's, so the two do not oversubscribe
+        self._process = context.Process(target=_serve_sensor, args=(child_conn, sensor, occluders, torch.get_num_threads()),
                                         name="visual-force-sensor", daemon=True)
         self._process.start()
         child_conn.close()
@@ -168,8 +171,9 @@ class SensorProcess:
         return payload
 
 
-def _serve_sensor(conn, sensor, occluders) -> None:
+def _serve_sensor(conn, sensor, occluders, torch_threads: int) -> None:
     """The child process of :class:`SensorProcess`: answers each request with ``(kind, payload)``."""
+    torch.set_num_threads(torch_threads)
     conn.send(("ready", None))
     while True:
         try:
