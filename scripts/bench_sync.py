@@ -65,10 +65,18 @@ def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: 
         appearance: HiddenAppearance | None = None, recover_lost: bool = True) -> np.ndarray:
     """Per-tick (position error m, yaw error rad) of one scripted push."""
     session = build_bridge(run_cfg(draw, visual_forces, sensor_overrides, appearance, recover_lost), task)
-    errors = []
+    errors, lost_ticks, decisions = [], 0, []
     for q in push_targets(session, lateral):
-        session.tick(q[None])
+        report = session.tick(q[None])
         errors.append(pose_error(session.twin.object_poses()[0, 0], session.standin.object_poses()[0]))
+        if report.reading is not None and report.reading.lost.any():
+            lost_ticks += 1
+        decision = getattr(session.loop, "last_recovery", None)
+        if decision is not None and (not decisions or decisions[-1]["tick"] != decision["tick"]):
+            decisions.append({**decision, "candidate": getattr(session.loop.relocalize, "last", None)})
+    if visual_forces:  # how often the block was flagged lost, and what became of each re-localisation
+        print(f"  draw {draw} lateral {lateral}: flagged lost {lost_ticks} ticks; re-localisations "
+              f"{decisions}", flush=True)
     return np.array(errors)
 
 
@@ -128,6 +136,7 @@ class Runs:
         self._off: dict = {}
         self.errors: dict = {}
         self.recover_lost = True
+        self.sensor_overrides: dict = {}  # --sensor-set: applied to every forces-on run
 
     def off(self, block: str, draw: int, lateral: float) -> np.ndarray:
         key = (block, draw, lateral)
@@ -137,6 +146,7 @@ class Runs:
 
     def _run(self, label, block, draw, lateral, forces, appearance, overrides=None):
         begin = time.perf_counter()
+        overrides = {**self.sensor_overrides, **(overrides or {})} if forces else overrides
         e = run(self.tasks[block], draw, lateral, forces, overrides, appearance, self.recover_lost)
         if self.save is not None:
             self.save.mkdir(parents=True, exist_ok=True)
@@ -206,6 +216,8 @@ def main() -> None:
                         help="rows other than the headline without their own forces-off runs (--merge fills them in)")
     parser.add_argument("--no-recover", action="store_true",
                         help="the loop never re-localises a block the sensor flags lost (BridgeCfg.recover_lost=false)")
+    parser.add_argument("--sensor-set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="VisualForceSensorCfg overrides for every forces-on run, e.g. max_force=10 (floats)")
     parser.add_argument("--save-errors", default=None, help="a folder for each run's per-tick errors (.npy)")
     args = parser.parse_args()
     if args.merge:
@@ -228,8 +240,11 @@ def main() -> None:
     realistic = HiddenAppearance.realistic()
     runs = Runs(tasks, draws, laterals, control=not args.no_control, save=Path(args.save_errors) if args.save_errors else None)
     runs.recover_lost = not args.no_recover
+    runs.sensor_overrides = {k: float(v) for k, v in (item.split("=", 1) for item in args.sensor_set)}
     begin = time.perf_counter()
     result: dict = {"block": block, "draws": draws, "laterals": laterals, "recover_lost": runs.recover_lost}
+    if runs.sensor_overrides:
+        result["sensor_overrides"] = runs.sensor_overrides
     if "headline" in sections:
         runs.control = True
         headline = runs.row("headline", block, realistic)

@@ -47,9 +47,9 @@ class LoopCfg:
     # pipelined: None runs the sensor in a worker (sensor_worker); k >= 0 runs it inside the tick, without a worker, and
     # applies its reading k ticks later for k ticks (reproducible: tests; 0 is the serial loop).
     pipeline_delay_ticks: Optional[int] = None
-    # pipelined worker: "process" (a child process with its own copy of the sensor: a whole second core) or "thread"
-    # (shares the GIL with the tick: little of a second core, docs/realtime.md)
-    sensor_worker: str = "process"
+    # pipelined worker: "thread" (shares the GIL with the tick) or "process" (a child process with its own copy of the
+    # sensor, free of the GIL; not yet faster on the loaded 2-core machine: docs/realtime.md)
+    sensor_worker: str = "thread"
     # pipelined: a sensor update that has not returned after this long (wall clock) stops the loop with an error
     sensor_timeout_s: float = 10.0
 
@@ -129,6 +129,8 @@ class OnlineLoop:
         self._pose_history.append((0.0, twin.object_poses()[cfg.world]))
         self._worker: SensorWorker | SensorProcess | DelayedSensor | None = None
         self._held: tuple[CorrectionJob, SensorReading] | None = None  # applied every tick until a newer one is ready
+        self._recover_retry_at = 0  # no re-localisation attempt before this tick
+        self.last_recovery: dict | None = None  # the last re-localisation decision (_recover)
         if cfg.visual_forces and cfg.correction == "pipelined":
             if cfg.pipeline_delay_ticks is not None:
                 self._worker = DelayedSensor(self._sensor_update, cfg.pipeline_delay_ticks)
@@ -228,14 +230,32 @@ class OnlineLoop:
             return self.follower.read_state().q
         return self.twin.robot_q()[self.cfg.world]
 
+    RECOVER_RETRY_TICKS = 30  # after a rejected (or failed) re-localisation, ticks before the next attempt
+
     def _recover(self, images: list, lost: np.ndarray) -> list[int]:
+        """Re-localise the lost objects, and reset the twin there only if the candidate explains the frames better
+        than the tracked poses: the sensor's photometric loss of the candidate below (1 - relocalize_min_gain) x the
+        tracked poses' (same frames, occluders, renderer). Otherwise keep tracking and retry after
+        RECOVER_RETRY_TICKS ticks. ``self.last_recovery`` says what was decided."""
         w = self.cfg.world
+        if self.ticks < self._recover_retry_at:
+            return []
         poses = self.twin.object_poses()[w]
         found = self.relocalize(images, poses)
-        if found is None:
+        self._recover_retry_at = self.ticks + self.RECOVER_RETRY_TICKS
+        if found is None:  # nothing seen, or an implausible candidate (the task's re-localiser decides)
+            self.last_recovery = {"tick": self.ticks, "accepted": False, "reason": "no candidate"}
             return []
-        found = np.asarray(found, dtype=np.float64)
-        poses = np.where(lost[:, None], found, poses)  # objects still tracked stay where they are
+        found = np.asarray(found, dtype=np.float64).reshape(poses.shape)
+        candidate = np.where(lost[:, None], found, poses)  # objects still tracked stay where they are
+        occluders = self.occluders(self._robot_in_view()) if self.occluders is not None else None
+        tracked_loss, candidate_loss = self.sensor.photometric_losses([poses, candidate], images, occluders)
+        accepted = bool(candidate_loss < (1.0 - self.sensor.cfg.relocalize_min_gain) * tracked_loss)
+        self.last_recovery = {"tick": self.ticks, "accepted": accepted, "tracked_loss": float(tracked_loss),
+                              "candidate_loss": float(candidate_loss)}
+        if not accepted:
+            return []
+        poses = candidate
         self.twin.reset(world_ids=[w], object_poses=poses[None], robot_q=self.twin.robot_q()[w][None])
         self.actuator.clear(world=w)
         self.reset_history()

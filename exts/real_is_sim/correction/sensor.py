@@ -11,8 +11,17 @@ stepped (step 5). Adam starts afresh each tick: moments carried across frames ov
 docs/correction.md).
 
 Tracking health: the residual is the mean colour error under each object's Gaussian centres at the twin's
-pose; confidence falls with it, and an object whose residual stays above ``lost_residual`` for
-``lost_after_ticks`` ticks is flagged lost.
+pose; confidence falls with it. "Lost" is judged against how well the model explains this object's frames while it
+is tracked: each object keeps a running baseline of its residual (an exponential mean of the ticks it was not bad, falling in
+``lost_baseline_ticks``, rising in ``lost_baseline_rise_ticks``, started at its first reading: the initial lock), and an object whose residual stays above
+``max(lost_residual, lost_ratio * baseline)`` for ``lost_after_ticks`` ticks is flagged lost; the first
+``lost_after_ticks`` readings after the lock are judged by ``lost_residual`` alone (a twin that starts far off gets
+one re-localisation, which the loop keeps only if it explains the frames better). An appearance gap
+(a background estimate, a scan's colours) raises the baseline and with it the threshold; a block that
+left the twin's pose multiplies its residual. The residual is taken after one least-squares gain per camera and colour
+channel (``residual_exposure_gain``): an exposure or white-balance drift does not raise it. ``lost_ratio=None``: the absolute threshold alone (the old rule).
+:meth:`VisualForceSensor.photometric_losses` scores whole poses (a re-localiser's candidate against the tracked pose)
+with the sensor's own renderer and loss.
 """
 
 from __future__ import annotations
@@ -69,6 +78,21 @@ class VisualForceSensorCfg:
     residual_scale: float = 0.1  # confidence = exp(-residual / residual_scale)
     lost_residual: float = 0.06  # tracked: ~0.01; a block that is not where the twin has it: ~0.12
     lost_after_ticks: int = 10
+    # Relative lost rule (see the module doc): bad = residual > max(lost_residual, lost_ratio * baseline). Tracked
+    # with the twin's own appearance the residual is ~0.01-0.02 (the absolute floor decides); with the realistic
+    # stand-in's appearance a tracked block sits at ~0.06-0.1 (docs/fidelity.md). None: the absolute rule alone.
+    lost_ratio: Optional[float] = 2.0
+    # Time constants (ticks) of the residual's running baseline: it follows a falling residual (converging) in
+    # lost_baseline_ticks, a rising one only in lost_baseline_rise_ticks, so a twin that slowly falls behind (a push
+    # it cannot keep up with) is still flagged, and re-localised.
+    lost_baseline_ticks: int = 30
+    lost_baseline_rise_ticks: int = 600
+    # The residual compares the frames with the render after one least-squares gain per camera and colour channel
+    # (an exposure / white-balance drift is not a tracking error). Only the health residual: the loss is unchanged.
+    residual_exposure_gain: bool = True
+    # A re-localiser's candidate replaces the tracked pose only if its photometric loss is below
+    # (1 - relocalize_min_gain) x the tracked pose's (photometric_losses; the loop's _recover).
+    relocalize_min_gain: float = 0.1
     # Render only a window around the objects (their projected 3-sigma extent plus this margin, pixels): the
     # rest of the image holds no Gaussian of theirs, so it carries no gradient. None renders whole images.
     crop_margin_px: Optional[int] = 12
@@ -90,6 +114,13 @@ class VisualForceSensorCfg:
             raise ConfigError(f"plane_normal must be a non-zero 3-vector, got {self.plane_normal}")
         if self.kp_reference_count is not None and not (isinstance(self.kp_reference_count, int) and self.kp_reference_count >= 1):
             raise ConfigError(f"kp_reference_count must be None or an integer >= 1, got {self.kp_reference_count!r}")
+        if self.lost_ratio is not None and not self.lost_ratio >= 1.0:
+            raise ConfigError(f"lost_ratio must be None or >= 1, got {self.lost_ratio}")
+        if self.lost_baseline_ticks < 1 or self.lost_baseline_rise_ticks < 1:
+            raise ConfigError(f"lost_baseline_ticks and lost_baseline_rise_ticks must be >= 1, got "
+                              f"{self.lost_baseline_ticks}, {self.lost_baseline_rise_ticks}")
+        if not 0.0 <= self.relocalize_min_gain < 1.0:
+            raise ConfigError(f"relocalize_min_gain must be in [0, 1), got {self.relocalize_min_gain}")
         if self.lost_after_ticks < 1:
             raise ConfigError(f"lost_after_ticks must be >= 1, got {self.lost_after_ticks}")
         if self.render_threads < 1:
@@ -194,6 +225,8 @@ class VisualForceSensor:
         self._plane_normal = None if cfg.plane_normal is None else torch.tensor(cfg.plane_normal, dtype=torch.float32)
         self._kp = self._spring_stiffness()
         self._bad_ticks = np.zeros(self.num_bodies, dtype=int)
+        self._baseline = np.full(self.num_bodies, np.nan)  # running residual while tracked; nan: no reading yet
+        self._readings = np.zeros(self.num_bodies, dtype=int)  # visible readings since the baseline was set
         if cfg.backend == "gsplat" and not gsplat_available():
             raise ConfigError("VisualForceSensor backend 'gsplat' needs CUDA and the gsplat package; use 'cpu' or 'auto'")
         # gsplat renders on CUDA: the frames' windows and backgrounds go there once per tick, not per iteration
@@ -249,7 +282,11 @@ class VisualForceSensor:
         means_now = means0.detach() if current_poses is None else pose_cloud(self.cloud, now)[0].detach()
         wrench = self._springs(means_now, means.detach(), now)
         visible = np.isfinite(residual)
-        bad = visible & (residual > self.cfg.lost_residual)
+        lock = visible & ~np.isfinite(self._baseline)
+        self._baseline[lock] = residual[lock]  # the initial lock sets it
+        self._readings = np.where(lock, 0, self._readings + visible)
+        bad = visible & (residual > self.lost_threshold())
+        self._update_baseline(residual, visible & ~bad & ~lock)
         self._bad_ticks = np.where(bad, self._bad_ticks + 1, np.where(visible, 0, self._bad_ticks))
         confidence = np.where(visible, np.exp(-np.nan_to_num(residual) / max(self.cfg.residual_scale, 1e-9)), 0.0)
         lost = self._bad_ticks >= self.cfg.lost_after_ticks
@@ -278,9 +315,51 @@ class VisualForceSensor:
         kp[attached] = self.cfg.kp * self.cfg.kp_reference_count / counts[ids[attached]]
         return kp
 
+    def lost_threshold(self) -> np.ndarray:
+        """``(B,)``: the residual above which a tick counts as bad for each object (module doc)."""
+        floor = np.full(self.num_bodies, self.cfg.lost_residual)
+        if self.cfg.lost_ratio is None:
+            return floor
+        relative = np.fmax(floor, self.cfg.lost_ratio * self._baseline)  # fmax: a nan baseline leaves the floor
+        # the first lost_after_ticks readings after the lock are judged by the floor alone: a twin that starts far off
+        # is flagged once and re-localised (the loop keeps the candidate only if it explains the frames better)
+        return np.where(self._readings < self.cfg.lost_after_ticks, floor, relative)
+
+    def _update_baseline(self, residual: np.ndarray, tracked: np.ndarray) -> None:
+        rate = np.where(residual < self._baseline, 1.0 / self.cfg.lost_baseline_ticks, 1.0 / self.cfg.lost_baseline_rise_ticks)
+        self._baseline[tracked] = ((1.0 - rate) * self._baseline + rate * residual)[tracked]
+
+    @property
+    def residual_baseline(self) -> np.ndarray:
+        return self._baseline.copy()
+
     def reset_health(self) -> None:
-        """Forget past residuals (after the twin was re-initialised)."""
+        """Forget the bad ticks counted so far (after the twin was reset or re-localised). The residual's baseline
+        is the object's in this session and stays: a re-localised pose that explains the frames worse than the
+        object was explained while tracked is flagged lost again (:meth:`forget_baseline` drops it)."""
         self._bad_ticks[:] = 0
+
+    def forget_baseline(self) -> None:
+        """Drop the residuals' baselines: the next reading of each object sets it anew (a new cell, new cameras)."""
+        self._baseline[:] = np.nan
+        self._readings[:] = 0
+
+    @torch.no_grad()
+    def photometric_losses(self, candidates: list[np.ndarray], frames: list[np.ndarray | None],
+                           occluders: GaussianCloud | None = None) -> np.ndarray:
+        """The sensor's photometric loss of each ``(B, 7)`` pose set in ``candidates`` against ``frames`` (one per
+        camera, None where missing), rendered as :meth:`update` renders (same backgrounds, occluders, loss): one
+        window covering every candidate's Gaussians, so the losses compare whole images. nan without a usable
+        frame."""
+        targets, used, _ = self._accept_frames(frames)
+        if not used:
+            return np.full(len(candidates), np.nan)
+        posed = [pose_cloud(self.cloud, self._checked_poses(p, "candidate poses")) for p in candidates]
+        view = self._views([i for i, c in enumerate(self.cameras) if c.name in used],
+                           torch.cat([means for means, _ in posed]))
+        targets = view.crop(targets)
+        return np.array([float(self._photometric_loss(self._render(m, q, occluders, view), targets))
+                         for m, q in posed])
 
     # ------------------------------------------------------------------ pieces
     def _accept_frames(self, frames):
@@ -325,7 +404,10 @@ class VisualForceSensor:
         in_front = depth > 0.01
         if self.cfg.crop_margin_px is not None and in_front.any():
             fx = Ks[:, 0, 0].numpy()[:, None]
-            reach = 3.0 * self._max_scales[None] * fx / np.maximum(depth, 1e-3) + self.cfg.crop_margin_px
+            scales = self._max_scales
+            if u.shape[1] != len(scales):  # several posed copies of the cloud (photometric_losses)
+                scales = np.tile(scales, u.shape[1] // len(scales))
+            reach = 3.0 * scales[None] * fx / np.maximum(depth, 1e-3) + self.cfg.crop_margin_px
             lo_u = np.clip(np.where(in_front, u - reach, np.inf).min(axis=1), 0, self.width)
             hi_u = np.clip(np.where(in_front, u + reach, -np.inf).max(axis=1), 0, self.width)
             lo_v = np.clip(np.where(in_front, v - reach, np.inf).min(axis=1), 0, self.height)
@@ -372,6 +454,11 @@ class VisualForceSensor:
     def _residual(self, image, targets, means0, view: "_Views") -> np.ndarray:
         """Mean colour error under each body's Gaussian centres (as the twin has them) in the accepted views;
         nan where none is in view. Where the robot hides a Gaussian, the twin renders the robot there too."""
+        if self.cfg.residual_exposure_gain:
+            # the frames' exposure / white balance as the model renders it: one gain per camera and channel (least
+            # squares over the window), so a drifting exposure does not read as a tracking error
+            gain = (image * targets).sum(dim=(1, 2)) / (image * image).sum(dim=(1, 2)).clamp_min(1e-9)
+            image = image * gain.clamp(0.5, 2.0)[:, None, None, :]
         error = (image - targets).abs().mean(dim=-1).cpu()  # (C, h, w)
         u, v, depth = _project(view.viewmats, view.Ks, means0)
         width, height = view.render_size
