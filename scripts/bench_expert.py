@@ -70,16 +70,9 @@ class OnlineWorld:
     """The bridge against the stand-in: the twin (corrected by visual forces) is observed, the stand-in is the truth."""
 
     def __init__(self, cfg, start_pose: np.ndarray, seed: int, overrides: list[str]):
-        import dataclasses
+        from real_is_sim.evaluation.online import build_online_world
 
-        from real_is_sim.bridge import build_bridge
-        from real_is_sim.bridge.config import load_bridge_cfg
-
-        block = dataclasses.replace(cfg.block, start_pose=[float(v) for v in start_pose])
-        task = dataclasses.replace(cfg, block=block)
-        bridge_cfg = load_bridge_cfg("standin", overrides=["loop.realtime=false", "recording.cameras=false", "policy.kind=hold",
-                                                           f"standin.seed={seed}", *overrides])
-        self.bridge = build_bridge(bridge_cfg, task)
+        self.bridge = build_online_world(cfg, start_pose, seed, overrides)
         self.twin = self.bridge.twin
 
     def tick(self, q_target: np.ndarray) -> None:

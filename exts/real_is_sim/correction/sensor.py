@@ -336,13 +336,8 @@ class VisualForceSensor:
     def reset_health(self) -> None:
         """Forget the bad ticks counted so far (after the twin was reset or re-localised). The residual's baseline
         is the object's in this session and stays: a re-localised pose that explains the frames worse than the
-        object was explained while tracked is flagged lost again (:meth:`forget_baseline` drops it)."""
+        object was explained while tracked is flagged lost again."""
         self._bad_ticks[:] = 0
-
-    def forget_baseline(self) -> None:
-        """Drop the residuals' baselines: the next reading of each object sets it anew (a new cell, new cameras)."""
-        self._baseline[:] = np.nan
-        self._readings[:] = 0
 
     @torch.no_grad()
     def photometric_losses(self, candidates: list[np.ndarray], frames: list[np.ndarray | None],

@@ -65,7 +65,7 @@ class ChunkSource:
     def __init__(self, policy, seeds: list[int], renderer=None):
         self.policy, self.renderer = policy, renderer
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self.history_frames = int(getattr(policy.cfg, "history_frames", 0))
+        self.history_frames = policy.cfg.history_frames
         self.history = deque(maxlen=self.history_frames + 1)  # [0]: history_frames ticks ago (or the first frame)
 
     def observe(self, object_poses: np.ndarray, robot_q: np.ndarray) -> None:
