@@ -22,7 +22,7 @@ from real_is_sim.policy.network import state_dim
 from real_is_sim.policy.normalizer import Normalizer
 from real_is_sim.policy.observations import ObservationRenderer, cached_images
 from real_is_sim.policy.scheduler import WaypointScheduler
-from real_is_sim.policy.train import train
+from real_is_sim.policy.train import WeightAverage, train
 
 Q0 = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, 0.8])
 BLOCK_X = (0.40, 0.45, 0.50, 0.55)
@@ -237,6 +237,34 @@ def test_training_is_deterministic_and_resume_continues_exactly(tiny_dataset, tm
     assert all(torch.equal(weights_a[k], weights_c[k]) for k in weights_a)
     with pytest.raises(DataError, match="other settings"):
         train(tiny_dataset, TINY_POLICY, TrainCfg(steps=41, batch_size=16), tmp_path / "c", resume=True, progress=False)
+
+
+def test_weight_average_follows_the_warmed_up_decay():
+    layer = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        layer.weight.fill_(0.0)
+    average = WeightAverage(layer, decay=0.99)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    average.update(layer, step=1)  # warm-up: decay (1 + 1) / (10 + 1)
+    torch.testing.assert_close(average.weights["weight"], torch.full((1, 2), 1.0 - 2.0 / 11.0))
+    average.update(layer, step=10_000)  # decay capped at 0.99
+    torch.testing.assert_close(average.weights["weight"], torch.full((1, 2), 1.0 - 0.99 * 2.0 / 11.0))
+
+
+def test_averaged_weights_travel_in_the_checkpoint_resume_exactly_and_are_what_inference_uses(tiny_dataset, tmp_path):
+    cfg = TrainCfg(steps=40, batch_size=16, checkpoint_every=20, warmup_steps=5, seed=1, ema_decay=0.9)
+    straight = train(tiny_dataset, TINY_POLICY, cfg, tmp_path / "a", progress=False)
+    (tmp_path / "c").mkdir()
+    shutil.copy(tmp_path / "a" / "step_000020.pt", tmp_path / "c" / "last.pt")
+    resumed = train(tiny_dataset, TINY_POLICY, cfg, tmp_path / "c", resume=True, progress=False)
+    assert resumed.losses == straight.losses
+    policy, state = load_checkpoint(straight.checkpoint)
+    resumed_state = torch.load(resumed.checkpoint, weights_only=True)
+    assert all(torch.equal(state["ema"][k], resumed_state["ema"][k]) for k in state["ema"])
+    loaded = policy.state_dict()
+    assert all(torch.equal(loaded[k], state["ema"][k]) for k in loaded)
+    assert not all(torch.equal(state["ema"][k], state["model"][k]) for k in loaded)
 
 
 def test_malformed_dataset_gives_one_clear_error(tmp_path):

@@ -1,4 +1,5 @@
-"""One checkpoint file: policy config, training config, both normalisers, weights, optimiser and RNG state."""
+"""One checkpoint file: policy config, training config, both normalisers, weights (and their moving average when
+training keeps one), optimiser and RNG state."""
 
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ REQUIRED = ("format", "policy_cfg", "train_cfg", "action_norm", "state_norm", "m
 
 def save_checkpoint(path: str | Path, policy: FlowPolicy, train_cfg: TrainCfg, step: int, *,
                     optimizer: torch.optim.Optimizer | None = None, generator: torch.Generator | None = None,
-                    losses: list[float] | None = None, dataset: str = "") -> Path:
-    """Written to a temporary file and renamed: a run killed while saving leaves the previous checkpoint whole."""
+                    losses: list[float] | None = None, dataset: str = "", ema: dict | None = None) -> Path:
+    """Written to a temporary file and renamed: a run killed while saving leaves the previous checkpoint whole.
+    ``ema``: the moving average of the weights (a state dict of the policy), which inference then uses."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "format": FORMAT, "policy_cfg": dataclasses.asdict(policy.cfg), "train_cfg": dataclasses.asdict(train_cfg),
         "action_norm": policy.action_norm.state_dict(), "state_norm": policy.state_norm.state_dict(),
-        "model": policy.state_dict(), "step": int(step), "dataset": str(dataset),
+        "model": policy.state_dict(), "ema": ema, "step": int(step), "dataset": str(dataset),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "generator": generator.get_state() if generator is not None else None,
         "losses": torch.tensor(losses or [], dtype=torch.float64),
@@ -55,13 +57,13 @@ def read_checkpoint(path: str | Path) -> dict:
 
 
 def load_checkpoint(path: str | Path) -> tuple[FlowPolicy, dict]:
-    """(policy in eval mode, the raw checkpoint dict)."""
+    """(policy in eval mode, the raw checkpoint dict); the weights are the moving average when the checkpoint has one."""
     state = read_checkpoint(path)
     try:
         cfg = PolicyCfg(**state["policy_cfg"])
         policy = FlowPolicy(cfg, Normalizer.from_state_dict(state["action_norm"]),
                             Normalizer.from_state_dict(state["state_norm"]))
-        policy.load_state_dict(state["model"])
+        policy.load_state_dict(state["ema"] if state.get("ema") is not None else state["model"])
     except RealIsSimError as exc:
         raise DataError(f"policy checkpoint {path}: {exc}") from None
     except (TypeError, KeyError, RuntimeError) as exc:  # unknown config keys, wrong tensor shapes

@@ -54,6 +54,25 @@ def shift_images(images: torch.Tensor, max_shift: int, generator: torch.Generato
     return torch.stack([p[:, dy:dy + size, dx:dx + size] for p, (dy, dx) in zip(padded, offsets.tolist())])
 
 
+class WeightAverage:
+    """Exponential moving average of the policy's weights: the flow's samples from averaged weights vary less from
+    one checkpoint to the next than the raw weights', the usual practice of diffusion and flow policies."""
+
+    def __init__(self, policy: torch.nn.Module, decay: float) -> None:
+        self.decay = decay
+        self.weights = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+
+    def update(self, policy: torch.nn.Module, step: int) -> None:
+        """After optimiser step ``step`` (1-based); the decay warms up so early weights fade fast."""
+        decay = min(self.decay, (1.0 + step) / (10.0 + step))
+        with torch.no_grad():
+            for key, value in policy.state_dict().items():
+                if value.is_floating_point():
+                    self.weights[key].lerp_(value, 1.0 - decay)
+                else:
+                    self.weights[key].copy_(value)
+
+
 def training_images(dataset, data: TrainingSet, cfg: PolicyCfg, progress: bool) -> np.ndarray | None:
     """Camera variants: the images of every sample's state, from the cache beside the dataset."""
     if not cfg.uses_images:
@@ -113,6 +132,7 @@ def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, 
     policy = make_policy(policy_cfg, data)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
     generator = torch.Generator().manual_seed(train_cfg.seed)
+    average = WeightAverage(policy, train_cfg.ema_decay) if train_cfg.ema_decay else None
     losses: list[float] = []
     step = 0
     if resume and (out_dir / LAST).is_file():
@@ -125,11 +145,14 @@ def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, 
         policy.state_norm = Normalizer.from_state_dict(state["state_norm"])
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
+        if average is not None:
+            average.weights = state["ema"]
         losses, step = state["losses"].tolist(), state["step"]
 
     def checkpoint(path: Path) -> Path:
         return save_checkpoint(path, policy, train_cfg, step, optimizer=optimizer, generator=generator,
-                               losses=losses, dataset=str(dataset_root))
+                               losses=losses, dataset=str(dataset_root),
+                               ema=average.weights if average is not None else None)
 
     policy.train()
     started = time.perf_counter()
@@ -147,6 +170,8 @@ def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, 
         optimizer.step()
         losses.append(loss.item())
         step += 1
+        if average is not None:
+            average.update(policy, step)
         bar.update(1)
         bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
         if step % train_cfg.checkpoint_every == 0 or step == train_cfg.steps:
