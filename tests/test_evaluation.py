@@ -218,6 +218,39 @@ def test_offline_evaluation_is_resumable_and_the_command_ends_in_json(tiny, monk
     assert cli_main(["eval", "--checkpoint", str(root / "missing.pt"), "--out", str(root / "x.json")]) == 2
 
 
+def test_controls_replace_the_policy_and_the_progress_rule_calls_a_blind_replay_a_success(tiny):
+    from real_is_sim.demos.dataset import load_dataset
+    from real_is_sim.evaluation.controls import HoldControl, ReplayControl
+    from real_is_sim.evaluation.run import evaluate
+    from real_is_sim.policy.checkpoint import load_checkpoint
+    from real_is_sim.policy.data import action_chunks
+
+    checkpoint, root = tiny
+    policy, state = load_checkpoint(checkpoint)
+    demos = load_dataset(state["dataset"]).episodes
+    replay = ReplayControl(policy.cfg, state["dataset"], pose_indices=[0, 1, 2], execute=16)
+    replay.chunks([0, 1, 2])
+    second = replay.chunks([2])  # start pose 2 replays demonstration 0, its second call from 0.5 s on
+    expected = action_chunks(demos[0].t, demos[0].q_cmd, demos[0].progress, np.array([30]), 32, 1.0)
+    np.testing.assert_allclose(second, expected)
+    hold = HoldControl(policy.cfg, CFG.robot.q_start).chunks([0, 1])
+    assert hold.shape == (2, 32, 8) and np.all(hold[..., :7] == CFG.robot.q_start) and np.all(hold[..., 7] == 0)
+
+    summaries = {}
+    for control in ("replay", "hold"):
+        spec = EvalSpec([checkpoint], protocol=None, start_poses=str(root / "two.json"), seconds=2.0, worlds=2,
+                        control=control)
+        result = evaluate(spec, root / f"control_{control}.json", log=None)
+        summaries[control] = result["checkpoints"][0]
+        rows = [json.loads(line) for line in (root / f"control_{control}.jsonl").read_text().splitlines()]
+        assert {r["control"] for r in rows} == {control} and all(r["key"].endswith(f"|c{control}") for r in rows)
+    assert summaries["replay"]["control"] == "replay"
+    assert summaries["replay"]["progress"]["rate"] == 1.0 and summaries["replay"]["ground_truth"]["rate"] == 0.0
+    assert summaries["hold"]["progress"]["rate"] == 0.0 and summaries["hold"]["ground_truth"]["rate"] == 0.0
+    with pytest.raises(ConfigError, match="control"):
+        EvalSpec([checkpoint], mode="online", control="hold")
+
+
 def test_online_episode_against_the_standin_counts_tracking(tiny):
     from real_is_sim.evaluation.run import run_unit
     from real_is_sim.evaluation.spec import Unit

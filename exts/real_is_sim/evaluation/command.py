@@ -31,6 +31,9 @@ def add_eval_arguments(p) -> None:
                                                        "pose and its trial)")
     p.add_argument("--worlds", type=int, default=20, help="offline: worlds per batch (one Twin)")
     p.add_argument("--execute", type=int, help="waypoints of each chunk run before the next policy call (default all)")
+    p.add_argument("--control", choices=("replay", "hold"),
+                   help="offline controls instead of the policy: a demonstration replayed open loop (start pose k: "
+                        "demonstration k), or the arm held at q_start; the checkpoint gives the cell and dataset")
     p.add_argument("--executor", default="local", choices=EXECUTORS, help="local: in this process; ray: one Ray "
                                                                           "task per batch (online: per episode)")
     p.add_argument("--address", help="ray: a running cluster's address (default: start Ray here, loopback only)")
@@ -64,7 +67,8 @@ def spec_from_args(args):
                                 ("poses", args.poses)) if v is not None}
     spec = EvalSpec.for_protocol(args.protocol, expand_checkpoints(args.checkpoint), mode=args.mode,
                                  start_poses=args.start_poses, random_seed=args.random_seed, seed=args.seed,
-                                 worlds=args.worlds, execute=args.execute, overrides=list(args.overrides))
+                                 worlds=args.worlds, execute=args.execute, overrides=list(args.overrides),
+                                 control=args.control)
     for key, value in custom.items():
         setattr(spec, key, value)
     spec.__post_init__()
@@ -83,7 +87,7 @@ def eval_command(args) -> int:
                       num_cpus=args.num_cpus)
     for c in result["checkpoints"]:
         gt, cov, prog = c["ground_truth"], c["coverage"], c["progress"]
-        print(f"{c['checkpoint']} ({c['variant']}, step {c['training_steps']}): ground truth {gt['rate']:.3f} "
+        print(f"{c['checkpoint']} ({c['control'] or c['variant']}, step {c['training_steps']}): ground truth {gt['rate']:.3f} "
               f"{gt['wilson95']}, coverage >= 0.95 {cov['rate']:.3f} {cov['wilson95']}, progress > 0.9 "
               f"{prog['rate']:.3f} {prog['wilson95']} over {c['episodes']} episodes")
     print(f"protocol {result['protocol']}, {spec.mode}; summary {args.out}, episodes {Path(args.out).with_suffix('.jsonl')}")

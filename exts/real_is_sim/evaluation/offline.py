@@ -140,21 +140,28 @@ class RuleClock:
 
 def episode_row(e: Episode, unit: Unit, outcome: dict, wall_s: float) -> dict:
     return {"key": unit.key(e), "mode": unit.mode, "checkpoint": e.checkpoint, "start": e.start,
-            "pose_index": e.pose_index, "trial": e.trial, "seed": e.seed, "seconds_limit": unit.seconds, "execute_waypoints": unit.execute,
+            "pose_index": e.pose_index, "trial": e.trial, "seed": e.seed, "seconds_limit": unit.seconds,
+            "execute_waypoints": unit.execute, "control": unit.control,
             "start_pose": [round(v, 6) for v in e.start_pose], **outcome, "wall_s": round(wall_s, 2)}
 
 
 def run_offline_unit(unit: Unit) -> list[dict]:
     """The unit's episodes, all at once in one Twin of ``len(unit.episodes)`` worlds."""
     wall = time.perf_counter()
-    policy, _, cell = cached_policy(unit.checkpoint)
+    policy, state, cell = cached_policy(unit.checkpoint)
     n = len(unit.episodes)
     twin = cached_twin(cell, policy.cfg.cell, n)
     starts = np.array([e.start_pose for e in unit.episodes])
     q_start = np.asarray(cell.robot.q_start, dtype=np.float64)
     twin.reset(object_poses=starts[:, None, :], robot_q=np.tile(q_start, (n, 1)))
     scheduler = make_scheduler(policy, n, twin.control_dt, unit.execute)
-    source = ChunkSource(policy, [e.seed for e in unit.episodes], renderer_of(policy, unit.episodes[0].seed))
+    if unit.control is None:
+        source = ChunkSource(policy, [e.seed for e in unit.episodes], renderer_of(policy, unit.episodes[0].seed))
+    else:
+        from real_is_sim.evaluation.controls import control_source
+
+        source = control_source(unit.control, policy.cfg, state.get("dataset", ""),
+                                [e.pose_index for e in unit.episodes], unit.execute, q_start)
     clock = RuleClock(n, cell)
     ticks = int(round(unit.seconds / twin.control_dt))
     for tick in range(ticks):

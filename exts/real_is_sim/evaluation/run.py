@@ -111,7 +111,7 @@ def evaluate(spec: EvalSpec, out: str | Path, executor: str = "local", threads: 
     summaries = []
     for ckpt in spec.checkpoints:
         rows = [done[spec.key(e)] for e in wanted if e.checkpoint == str(ckpt)]
-        summaries.append(summarize_checkpoint(rows, checkpoint_meta(str(ckpt))))
+        summaries.append(summarize_checkpoint(rows, {**checkpoint_meta(str(ckpt)), "control": spec.control}))
     result = result_document(spec, summaries, time.perf_counter() - started)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

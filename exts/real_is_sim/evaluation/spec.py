@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from real_is_sim.errors import ConfigError
+from real_is_sim.evaluation.controls import CONTROLS
 from real_is_sim.evaluation.stats import rate_summary
 
 MODES = ("offline", "online")
@@ -72,6 +73,7 @@ class EvalSpec:
     worlds: int = 20  # offline: worlds per batch (one Twin)
     execute: int | None = None  # waypoints of each chunk run before the next policy call (None: all; receding horizon)
     overrides: list[str] = field(default_factory=list)  # online: BridgeCfg overrides (cameras, stand-in)
+    control: str | None = None  # offline: a control instead of the policy (evaluation.controls; the checkpoint gives the cell and dataset)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -81,6 +83,8 @@ class EvalSpec:
         if self.trials < 1 or self.worlds < 1 or self.seconds <= 0 or self.random_poses < 0:
             raise ConfigError(f"trials, worlds >= 1, seconds > 0, random poses >= 0, got {self.trials}, "
                               f"{self.worlds}, {self.seconds}, {self.random_poses}")
+        if self.control is not None and (self.control not in CONTROLS or self.mode != "offline"):
+            raise ConfigError(f"control must be one of {CONTROLS} and runs offline only, got {self.control!r} ({self.mode})")
         if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol must be one of {tuple(PROTOCOLS)}, got {self.protocol!r}")
 
@@ -97,7 +101,7 @@ class EvalSpec:
                    overrides=[*p.overrides, *overrides], **kwargs)
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute)
+        return e.key(self.mode, self.seconds, self.execute, self.control)
 
     def protocol_label(self) -> str:
         """The protocol name when the settings are the protocol's, else 'custom'."""
@@ -119,8 +123,8 @@ class Episode:
     seed: int  # the episode's own seed (policy noise; online: the stand-in's hidden physics)
     start_pose: tuple  # (7,)
 
-    def key(self, mode: str, seconds: float, execute: int | None = None) -> str:
-        tail = "" if execute is None else f"|x{execute}"
+    def key(self, mode: str, seconds: float, execute: int | None = None, control: str | None = None) -> str:
+        tail = ("" if execute is None else f"|x{execute}") + ("" if control is None else f"|c{control}")
         return f"{mode}|{self.checkpoint}|{self.start}|t{self.trial}|s{self.seed}|{seconds:g}s{tail}"
 
 
@@ -133,9 +137,10 @@ class Unit:
     seconds: float
     overrides: list[str] = field(default_factory=list)
     execute: int | None = None
+    control: str | None = None
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute)
+        return e.key(self.mode, self.seconds, self.execute, self.control)
 
 
 def episode_seed(seed: int, pose_index: int, trial: int) -> int:
@@ -175,7 +180,7 @@ def plan_units(spec: EvalSpec, todo: list[Episode]) -> list[Unit]:
     for ckpt in dict.fromkeys(e.checkpoint for e in todo):
         mine = [e for e in todo if e.checkpoint == ckpt]
         size = spec.worlds if spec.mode == "offline" else 1
-        units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, list(spec.overrides), spec.execute)
+        units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, list(spec.overrides), spec.execute, spec.control)
                   for k in range(0, len(mine), size)]
     return units
 
