@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 from real_is_sim.policy.config import VARIANTS, PolicyCfg, TrainCfg
-from real_is_sim.policy.flow import FlowPolicy, image_tensor, state_vector
-from real_is_sim.policy.normalizer import Normalizer
+from real_is_sim.policy.flow import image_tensor, state_vector, untrained_policy
 from real_is_sim.policy.observations import ObservationRenderer
 from real_is_sim.policy.train import shift_images
 
@@ -51,12 +50,6 @@ def states(batch: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     return poses, q_start + rng.normal(0, 0.05, (batch, 7))
 
 
-def policy_for(cfg: PolicyCfg) -> FlowPolicy:
-    state_dim = 14 if cfg.variant == "pose" else 7
-    action = Normalizer(torch.tensor([-2.0] * 7 + [0.0]), torch.tensor([2.0] * 7 + [1.0]))
-    return FlowPolicy(cfg, action, Normalizer(-torch.ones(state_dim), torch.ones(state_dim))).eval()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trunk", default=PolicyCfg.trunk, choices=["mlp", "unet"])
@@ -74,7 +67,7 @@ def main() -> None:
     for variant in args.variants:
         cfg = PolicyCfg(variant=variant, trunk=args.trunk, hidden=args.hidden, basis=args.basis, image_size=args.image_size)
         torch.manual_seed(0)
-        policy = policy_for(cfg)
+        policy = untrained_policy(cfg)
         renderer = ObservationRenderer(variant, cfg.image_size) if cfg.uses_images else None
         row, row_cpu = {"variant": variant}, {"variant": variant}
         for batch in (1, 20):

@@ -16,10 +16,9 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.policy.checkpoint import load_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import action_chunks, build_training_set
-from real_is_sim.policy.flow import (GOAL_SQUASH, FlowPolicy, dct_basis, goal_features, observation_features,
-                                     pose_features, state_vector)
+from real_is_sim.policy.flow import (GOAL_SQUASH, dct_basis, goal_features, observation_features,
+                                     pose_features, state_vector, untrained_policy)
 from real_is_sim.policy.network import state_dim
-from real_is_sim.policy.normalizer import Normalizer
 from real_is_sim.policy.observations import ObservationRenderer, cached_images
 from real_is_sim.policy.scheduler import WaypointScheduler
 from real_is_sim.policy.train import WeightAverage, train
@@ -61,11 +60,6 @@ TINY_TRAIN = TrainCfg(steps=800, batch_size=64, lr=3e-3, warmup_steps=20, checkp
 def trained(tiny_dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     return train(tiny_dataset, TINY_POLICY, TINY_TRAIN, out, progress=False), out
-
-
-def untrained_policy(cfg: PolicyCfg) -> FlowPolicy:
-    action = Normalizer(torch.tensor([-1.0] * 7 + [0.0]), torch.tensor([1.0] * 7 + [1.0]))
-    return FlowPolicy(cfg, action, Normalizer(-torch.ones(state_dim(cfg)), torch.ones(state_dim(cfg))))
 
 
 @pytest.mark.parametrize("variant, trunk, basis", [("pose", "mlp", 8), ("static_camera", "mlp", 8), ("pose", "unet", 0)])

@@ -14,7 +14,7 @@ from torch import nn
 
 from real_is_sim.errors import ConfigError
 from real_is_sim.policy.config import ACTION_DIM, PolicyCfg
-from real_is_sim.policy.network import VelocityNet
+from real_is_sim.policy.network import VelocityNet, state_dim
 from real_is_sim.policy.normalizer import Normalizer
 
 GOAL_SQUASH = 4.0  # tolerance units: tanh(1/4) = 0.24 at the tolerance, 0.76 at 4 tolerances
@@ -158,3 +158,11 @@ class FlowPolicy(nn.Module):
         image = image_tensor(images) if self.cfg.uses_images else None
         self.eval()
         return self.sample(state, image, noise=noise, generator=generator).numpy()
+
+
+def untrained_policy(cfg: PolicyCfg) -> FlowPolicy:
+    """Random weights and normalisers of unit range, in eval mode: what the benchmarks time (speed does not depend on
+    the weights)."""
+    action = Normalizer(torch.tensor([-2.0] * 7 + [0.0]), torch.tensor([2.0] * 7 + [1.0]))
+    width = state_dim(cfg)
+    return FlowPolicy(cfg, action, Normalizer(-torch.ones(width), torch.ones(width))).eval()
