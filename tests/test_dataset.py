@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from real_is_sim.demos.dataset import DatasetWriter, data_file, load_dataset
+from real_is_sim.demos.dataset import DatasetWriter, copy_episodes, data_file, load_dataset
 from real_is_sim.errors import DataError
 
 FPS = 60
@@ -79,6 +79,20 @@ def test_three_episodes_round_trip_in_the_lerobot_v3_layout(tmp_path):
         assert episode.object_poses.shape == (len(episode), 1, 7)
         assert np.allclose(episode.object_poses[k], poses, atol=1e-6) and np.allclose(episode.q[k], q, atol=1e-6)
         assert np.allclose(episode.q_cmd[k], q_cmd, atol=1e-6)
+
+
+def test_copied_episodes_start_a_mixed_dataset_unchanged(tmp_path):
+    _record(tmp_path / "a")
+    assert copy_episodes(tmp_path / "a", tmp_path / "b", [2, 0]) == 2
+    source, copy = load_dataset(tmp_path / "a"), load_dataset(tmp_path / "b")
+    assert copy.cell_yaml == CELL and copy.static == source.static and copy.info["fps"] == FPS
+    for new, old in zip(copy.episodes, [source.episodes[2], source.episodes[0]]):
+        assert new.task == old.task and new.success == old.success and len(new) == len(old)
+        for field in ("t", "object_poses", "q", "q_cmd", "progress"):
+            np.testing.assert_array_equal(getattr(new, field), getattr(old, field))
+        assert new.extra == {**old.extra, "copied_from": f"{tmp_path / 'a'}#{old.index}"}
+    with pytest.raises(DataError, match="outside"):
+        copy_episodes(tmp_path / "a", tmp_path / "c", [3])
 
 
 def test_a_truncated_episode_file_is_reported_naming_it(tmp_path):

@@ -4,6 +4,7 @@ Ray: tests/test_evaluation_ray.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -17,7 +18,7 @@ from real_is_sim.evaluation.spec import EvalSpec, episode_seed, episodes, plan_u
 from real_is_sim.evaluation.stats import (agreement, compare_rates, fisher_exact, kendall_tau, mmrv, pearson,
                                           two_proportion_z, wilson_interval)
 from real_is_sim.transforms import quat_from_yaw, quat_multiply, quat_rotate
-from real_is_sim_tasks.pusht import is_success, load_pusht_cfg
+from real_is_sim_tasks.pusht import goal_errors, is_success, load_pusht_cfg
 from real_is_sim_tasks.pusht import coverage as coverage_module
 from real_is_sim_tasks.pusht.coverage import coverage, coverages
 
@@ -249,6 +250,62 @@ def test_controls_replace_the_policy_and_the_progress_rule_calls_a_blind_replay_
     assert summaries["hold"]["progress"]["rate"] == 0.0 and summaries["hold"]["ground_truth"]["rate"] == 0.0
     with pytest.raises(ConfigError, match="control"):
         EvalSpec([checkpoint], mode="online", control="hold")
+
+
+def test_four_expert_worlds_evaluated_together_give_what_four_single_world_runs_give(tiny):
+    from real_is_sim.evaluation.run import run_unit
+
+    checkpoint, _ = tiny
+    spec = EvalSpec([checkpoint], protocol=None, poses=[0, 6, 13, 19], seconds=3.0, worlds=4, control="expert")
+    eps = episodes(spec, CFG)
+    (together,) = plan_units(spec, eps)
+    batched = run_unit(together)
+    single = [run_unit(dataclasses.replace(together, episodes=[e]))[0] for e in eps]
+    fields = ("ground_truth", "coverage", "final_distance_m", "final_yaw_error_rad", "max_coverage")
+    assert [[r[f] for f in fields] for r in batched] == [[r[f] for f in fields] for r in single]
+    start_distance = goal_errors(np.array([e.start_pose for e in eps]), CFG.goal)[0]
+    moved = np.abs(np.array([r["final_distance_m"] for r in batched]) - start_distance) > 0.005
+    assert moved.sum() >= 2  # the expert pushed blocks within 3 s
+
+
+def test_failure_mining_finds_the_stall_and_one_pose_per_cluster():
+    from real_is_sim.evaluation.mining import cluster_features, kmeans_representatives, stall_index
+
+    dt = 0.5
+    moving = [moved(dx_body=0.2 - 0.01 * k) for k in range(10)]  # 1 cm per step towards the goal
+    stuck = [moved(dx_body=0.1, dyaw=2.0)] * 8  # then still, 10 cm and 2 rad off
+    trace = np.array(moving + stuck)
+    at_goal = is_success(trace, CFG.goal)
+    assert stall_index(trace, dt, at_goal) == 10 + 6  # still for 3 s (6 samples) after it stopped moving
+    assert stall_index(np.array([GOAL] * 12), dt, np.ones(12, bool)) is None  # still at the goal is no stall
+    assert stall_index(trace[:12], dt, at_goal[:12]) is None
+
+    rng = np.random.default_rng(0)
+    centres = [moved(dx_body=0.1), moved(dy_body=0.1, dyaw=1.5), moved(dx_body=-0.1, dyaw=3.0)]
+    group = np.repeat(np.arange(3), 5)
+    poses = np.array([centres[g] for g in group])
+    poses[:, :2] += rng.normal(0, 0.003, (15, 2))
+    chosen = kmeans_representatives(cluster_features(poses), 3, seed=1)
+    assert sorted(group[chosen]) == [0, 1, 2]  # one per cluster
+    assert list(kmeans_representatives(cluster_features(poses[:2]), 3)) == [0, 1]  # fewer points than clusters: all
+
+
+def test_mining_run_writes_start_poses_the_expert_accepts(tiny):
+    from real_is_sim.evaluation.mining import mine, write_start_poses
+    from real_is_sim_tasks.pusht.start_poses import StartPoseCheck, load_start_poses
+
+    checkpoint, root = tiny
+    spec = EvalSpec([checkpoint], protocol=None, random_poses=3, random_seed=200, poses=[20, 21, 22], seconds=1.0,
+                    worlds=3)
+    result = mine(spec, clusters=2, log=None)
+    assert (result["episodes"], result["failures"]) == (3, 3)  # 5 training steps: nothing reaches the goal
+    assert result["candidates"] == 3 and result["clusters"] == 2 and result["stalled"] == 0  # 1 s: too short to stall
+    path = write_start_poses(root / "mined.json", result["start_poses"], {"mined_from": checkpoint})
+    poses = load_start_poses(path)
+    check = StartPoseCheck(CFG)
+    assert len(poses) == 2 and all(check.problem(p) is None for p in poses)
+    finals = np.array([r["pose"] for r in result["rows"]])
+    assert all(np.any(np.all(np.isclose(finals, p, atol=1e-6), axis=1)) for p in poses)
 
 
 def test_online_episode_against_the_standin_counts_tracking(tiny):

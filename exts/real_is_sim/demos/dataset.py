@@ -408,3 +408,22 @@ def load_dataset(root) -> Dataset:
             q_cmd=q_cmd.astype(np.float64), progress=progress, success=bool(row["success"]), extra=extra))
     stats = _read_json(root / STATS_PATH) if (root / STATS_PATH).is_file() else {}
     return Dataset(root, info, episodes, static.get("static", {}), static.get("cell_yaml", ""), stats)
+
+
+def copy_episodes(source, destination, indices) -> int:
+    """Append the episodes ``indices`` of the dataset at ``source`` to the one at ``destination`` (created with the
+    source's fps, cell and static data; an existing one must match them), frames and per-episode extras unchanged:
+    how a mixed dataset starts (e.g. 30 demonstrations of one set, then targeted ones collected into it). Returns the
+    destination's episode count."""
+    src = load_dataset(source)
+    chosen = [src.episodes[i] for i in indices] if all(0 <= i < len(src.episodes) for i in indices) else None
+    if chosen is None:
+        raise DataError(f"copy_episodes: indices {list(indices)} outside the {len(src.episodes)} episodes of {source}")
+    writer = DatasetWriter(destination, fps=src.info["fps"], cell_yaml=src.cell_yaml, static=src.static)
+    for episode in chosen:
+        writer.start_episode(episode.task)
+        for k in range(len(episode)):
+            writer.add_frame(t=float(episode.t[k]), object_poses=episode.object_poses[k], q=episode.q[k],
+                             q_cmd=episode.q_cmd[k])
+        writer.end_episode(episode.success, **episode.extra, copied_from=f"{source}#{episode.index}")
+    return writer.num_episodes

@@ -31,9 +31,10 @@ def add_eval_arguments(p) -> None:
                                                        "pose and its trial)")
     p.add_argument("--worlds", type=int, default=20, help="offline: worlds per batch (one Twin)")
     p.add_argument("--execute", type=int, help="waypoints of each chunk run before the next policy call (default all)")
-    p.add_argument("--control", choices=("replay", "hold"),
-                   help="offline controls instead of the policy: a demonstration replayed open loop (start pose k: "
-                        "demonstration k), or the arm held at q_start; the checkpoint gives the cell and dataset")
+    p.add_argument("--control", choices=("replay", "hold", "expert"),
+                   help="offline, instead of the policy: a demonstration replayed open loop (start pose k: "
+                        "demonstration k), the arm held at q_start, or the scripted expert; the checkpoint gives the "
+                        "cell and dataset")
     p.add_argument("--executor", default="local", choices=EXECUTORS, help="local: in this process; ray: one Ray "
                                                                           "task per batch (online: per episode)")
     p.add_argument("--address", help="ray: a running cluster's address (default: start Ray here, loopback only)")

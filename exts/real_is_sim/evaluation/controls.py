@@ -4,14 +4,17 @@ rule that calls them successful is measuring something else (docs/policy.md, Lea
 ``replay``: a demonstration's commanded joints and progress, open loop: start pose k gets the dataset's successful
 demonstration k mod D, from its start, chunk by chunk at the time reached (the progress labels run to 1 whatever the
 block does). ``hold``: the arm kept at ``q_start``, progress 0. Both answer ``observe`` / ``chunks`` as
-``offline.ChunkSource`` does.
+``offline.ChunkSource`` does. ``expert``: the scripted expert (the demonstrations' teacher) in each world, its own
+60 Hz targets, no progress output: the reference a policy is measured against, and, being per world, the check that
+N worlds evaluated together give what N single-world runs give.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-CONTROLS = ("replay", "hold")
+CONTROLS = ("replay", "hold", "expert")
+EXPERT_PLANNER_WORLDS = 16  # as the demonstrations were collected (demos.collect)
 
 
 class ReplayControl:
@@ -50,6 +53,21 @@ class HoldControl:
 
     def chunks(self, env_ids) -> np.ndarray:
         return np.tile(self.chunk, (len(env_ids), self.waypoints, 1))
+
+
+class ExpertControl:
+    """One ``PushTExpert`` per world, seeded by its episode, reset at the world's start pose."""
+
+    def __init__(self, cell, seeds: list[int], start_poses: np.ndarray, q_start) -> None:
+        from real_is_sim_tasks.pusht.expert import PushTExpert
+
+        self.experts = [PushTExpert(cell, planner_worlds=EXPERT_PLANNER_WORLDS, seed=int(s)) for s in seeds]
+        for expert, pose in zip(self.experts, start_poses):
+            expert.reset(pose, q_start)
+
+    def targets(self, t: float, object_poses: np.ndarray, robot_q: np.ndarray) -> np.ndarray:
+        """Joint targets [N, 7] for this tick from the block poses [N, n_obj, 7] and joints [N, 7]."""
+        return np.stack([e.act(t, object_poses[i, 0], robot_q[i]) for i, e in enumerate(self.experts)])
 
 
 def control_source(control: str, policy_cfg, dataset_root: str, pose_indices: list[int], execute: int | None, q_start):

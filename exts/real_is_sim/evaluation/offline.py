@@ -148,6 +148,14 @@ def episode_row(e: Episode, unit: Unit, outcome: dict, wall_s: float) -> dict:
 def run_offline_unit(unit: Unit) -> list[dict]:
     """The unit's episodes, all at once in one Twin of ``len(unit.episodes)`` worlds."""
     wall = time.perf_counter()
+    clock, final = simulate_unit(unit)
+    wall_s = (time.perf_counter() - wall) / len(unit.episodes)
+    return [episode_row(e, unit, clock.row(i, final[i]), wall_s) for i, e in enumerate(unit.episodes)]
+
+
+def simulate_unit(unit: Unit, on_tick=None) -> tuple[RuleClock, np.ndarray]:
+    """Run the unit's episodes; ``on_tick(tick, twin)`` after every twin step (failure mining records the block's
+    path with it). Returns the rule clock and the final block poses [N, 7]."""
     policy, state, cell = cached_policy(unit.checkpoint)
     n = len(unit.episodes)
     twin = cached_twin(cell, policy.cfg.cell, n)
@@ -155,8 +163,13 @@ def run_offline_unit(unit: Unit) -> list[dict]:
     q_start = np.asarray(cell.robot.q_start, dtype=np.float64)
     twin.reset(object_poses=starts[:, None, :], robot_q=np.tile(q_start, (n, 1)))
     scheduler = make_scheduler(policy, n, twin.control_dt, unit.execute)
+    expert = None
     if unit.control is None:
         source = ChunkSource(policy, [e.seed for e in unit.episodes], renderer_of(policy, unit.episodes[0].seed))
+    elif unit.control == "expert":
+        from real_is_sim.evaluation.controls import ExpertControl
+
+        expert = ExpertControl(cell, [e.seed for e in unit.episodes], starts, q_start)
     else:
         from real_is_sim.evaluation.controls import control_source
 
@@ -165,15 +178,20 @@ def run_offline_unit(unit: Unit) -> list[dict]:
     clock = RuleClock(n, cell)
     ticks = int(round(unit.seconds / twin.control_dt))
     for tick in range(ticks):
-        source.observe(twin.object_poses(), twin.robot_q())
-        envs = scheduler.needs_chunk()
-        if len(envs):
-            scheduler.set_chunks(envs, source.chunks(envs))
-        twin.step(scheduler.step())
-        clock.update((tick + 1) * twin.control_dt, twin.object_poses()[:, 0], scheduler.progress,
+        if expert is not None:  # 60 Hz targets of its own, no progress output
+            targets, progress = expert.targets(tick * twin.control_dt, twin.object_poses(), twin.robot_q()), None
+        else:
+            source.observe(twin.object_poses(), twin.robot_q())
+            envs = scheduler.needs_chunk()
+            if len(envs):
+                scheduler.set_chunks(envs, source.chunks(envs))
+            targets = scheduler.step()
+            progress = scheduler.progress
+        twin.step(targets)
+        if on_tick is not None:
+            on_tick(tick, twin)
+        clock.update((tick + 1) * twin.control_dt, twin.object_poses()[:, 0], progress,
                      check_coverage=(tick + 1) % COVERAGE_EVERY == 0 or tick == ticks - 1)
         if clock.settled():
             break
-    final = twin.object_poses()[:, 0]
-    wall_s = (time.perf_counter() - wall) / n
-    return [episode_row(e, unit, clock.row(i, final[i]), wall_s) for i, e in enumerate(unit.episodes)]
+    return clock, twin.object_poses()[:, 0]

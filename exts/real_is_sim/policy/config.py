@@ -80,6 +80,7 @@ class TrainCfg:
     frame_stride: int = 1  # train on every k-th frame of each episode (camera variants render only those)
     image_shift: int = 4  # random shift augmentation of camera observations, pixels
     successful_only: bool = True  # datasets keep failed episodes too (success in meta/episodes): skip them
+    max_episodes: int = 0  # > 0: train on the dataset's first this many (successful) episodes only
     # > 0: keep an exponential moving average of the weights (decay warmed up as min(ema_decay, (1+k)/(10+k)));
     # checkpoints carry it and inference uses it
     ema_decay: float = 0.0
@@ -92,6 +93,8 @@ class TrainCfg:
             raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if not (self.lr > 0 and 0 <= self.lr_min <= self.lr):
             raise ConfigError(f"need lr > 0 and 0 <= lr_min <= lr, got lr={self.lr}, lr_min={self.lr_min}")
+        if self.max_episodes < 0:
+            raise ConfigError(f"max_episodes must be >= 0 (0: all), got {self.max_episodes}")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.warmup_steps < 0 or self.weight_decay < 0 or self.image_shift < 0:

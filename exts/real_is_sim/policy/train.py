@@ -118,6 +118,8 @@ def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, 
     if dataset.episodes and not episodes:
         raise DataError(f"dataset {dataset_root} has no successful episode to train on (train.successful_only=false "
                         f"uses the failed ones)")
+    if train_cfg.max_episodes:
+        episodes = episodes[:train_cfg.max_episodes]
     data = build_training_set(episodes, policy_cfg.waypoints, policy_cfg.horizon_s, policy_cfg.num_objects,
                               train_cfg.frame_stride, policy_cfg.history_frames)
     # the cell the data comes from: camera images are rendered in it, an evaluation builds its twin from it
