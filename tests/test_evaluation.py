@@ -279,6 +279,8 @@ def test_failure_mining_finds_the_stall_and_one_pose_per_cluster():
     assert stall_index(trace, dt, at_goal) == 10 + 6  # still for 3 s (6 samples) after it stopped moving
     assert stall_index(np.array([GOAL] * 12), dt, np.ones(12, bool)) is None  # still at the goal is no stall
     assert stall_index(trace[:12], dt, at_goal[:12]) is None
+    waiting = np.array([trace[0]] * 8 + list(trace))  # 4 s untouched before the push: not a stall
+    assert stall_index(waiting, dt, is_success(waiting, CFG.goal)) == 8 + 10 + 6
 
     rng = np.random.default_rng(0)
     centres = [moved(dx_body=0.1), moved(dy_body=0.1, dyaw=1.5), moved(dx_body=-0.1, dyaw=3.0)]

@@ -2,9 +2,10 @@
 where it stalled (or where a failed episode ended), cluster them, and give one start pose per cluster to the
 scripted expert (docs/evaluation.md, Failure mining).
 
-A block is *stalled* at a time when, over the ``STALL_S`` before it, it moved less than ``STALL_MOVE_M`` and turned
-less than ``STALL_TURN_RAD`` while not at the goal: the policy is no longer making progress there. Of a failed
-episode the first stalled pose is kept (where it got stuck), or its final pose when it never stalled. Only poses the
+A block is *stalled* at a time when, since it was first pushed (moved ``STALL_MOVE_M`` or turned ``STALL_TURN_RAD``
+from its start), it has moved less than ``STALL_MOVE_M`` and turned less than ``STALL_TURN_RAD`` over the ``STALL_S``
+before, while not at the goal: the policy is no longer making progress there. Of a failed episode the first stalled
+pose is kept (where it got stuck); a block never pushed gives its start pose, one that never stalled its final pose. Only poses the
 task accepts as start poses (inside the work area, clear of the pusher's home, away from the goal) are candidates.
 Clusters: k-means over (x, y in 5 cm units, the yaw as a point on a circle of radius 2, so a half turn counts as
 20 cm); each cluster gives its member nearest the centre.
@@ -33,12 +34,25 @@ def yaw_of(poses: np.ndarray) -> np.ndarray:
     return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
-def stall_index(trace: np.ndarray, dt: float, at_goal: np.ndarray) -> int | None:
-    """The first index of ``trace`` [T, 7] (poses ``dt`` apart) where the block has been still for ``STALL_S``
-    while not at the goal (``at_goal`` [T]), or None."""
-    window = int(round(STALL_S / dt))
+def first_push_index(trace: np.ndarray) -> int | None:
+    """The first index of ``trace`` [T, 7] where the block is ``STALL_MOVE_M`` or ``STALL_TURN_RAD`` from where it
+    started, or None (never pushed)."""
     yaw = yaw_of(trace)
-    for j in range(window, len(trace)):
+    moved = np.linalg.norm(trace[:, :2] - trace[0, :2], axis=1) >= STALL_MOVE_M
+    turned = np.abs(np.angle(np.exp(1j * (yaw - yaw[0])))) >= STALL_TURN_RAD
+    hits = np.flatnonzero(moved | turned)
+    return int(hits[0]) if len(hits) else None
+
+
+def stall_index(trace: np.ndarray, dt: float, at_goal: np.ndarray) -> int | None:
+    """The first index of ``trace`` [T, 7] (poses ``dt`` apart) where the block, pushed before, has been still for
+    ``STALL_S`` while not at the goal (``at_goal`` [T]), or None."""
+    window = int(round(STALL_S / dt))
+    pushed = first_push_index(trace)
+    if pushed is None:
+        return None
+    yaw = yaw_of(trace)
+    for j in range(pushed + window, len(trace)):
         past = slice(j - window, j + 1)
         moved = np.linalg.norm(trace[past, :2] - trace[j, :2], axis=1).max()
         turned = np.abs(np.angle(np.exp(1j * (yaw[past] - yaw[j])))).max()
@@ -104,9 +118,10 @@ def mine(spec: EvalSpec, clusters: int, log=print) -> dict:
             row = {"start": e.start, "seed": e.seed, "success": success}
             if not success:
                 j = stall_index(trace[i], dt, is_success(trace[i], cell.goal))
-                pose = trace[i, j] if j is not None else final[i]
-                row.update(stalled_at_s=None if j is None else round((j + 1) * dt, 2), pose=pose.round(6).tolist(),
-                           problem=check.problem(pose))
+                pushed = first_push_index(trace[i]) is not None
+                pose = trace[i, j] if j is not None else final[i] if pushed else np.asarray(e.start_pose)
+                row.update(stalled_at_s=None if j is None else round((j + 1) * dt, 2), pushed=pushed,
+                           pose=pose.round(6).tolist(), problem=check.problem(pose))
             rows.append(row)
         if log:
             log(f"{sum(r['success'] for r in rows)}/{len(rows)} at the goal so far")
@@ -115,7 +130,8 @@ def mine(spec: EvalSpec, clusters: int, log=print) -> dict:
     chosen = kmeans_representatives(cluster_features(poses), clusters, spec.seed) if len(poses) else np.arange(0)
     return {"checkpoint": spec.checkpoints[0], "episodes": len(rows), "successes": sum(r["success"] for r in rows),
             "failures": sum(not r["success"] for r in rows),
-            "stalled": sum(r.get("stalled_at_s") is not None for r in rows), "candidates": len(candidates),
+            "stalled": sum(r.get("stalled_at_s") is not None for r in rows),
+            "never_pushed": sum(r.get("pushed") is False for r in rows), "candidates": len(candidates),
             "clusters": len(chosen), "start_poses": poses[chosen].tolist(), "rows": rows}
 
 
