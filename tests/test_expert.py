@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from real_is_sim.errors import DataError
-from real_is_sim.transforms import quat_rotate, yaw_of
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.transforms import quat_from_yaw, quat_multiply, quat_rotate, yaw_of
 from real_is_sim.twin import Twin
 from real_is_sim_tasks.pusht import goal_errors, is_success, load_pusht_cfg
 from real_is_sim_tasks.pusht.expert import PUSH_SPEED, TRANSIT_SPEED, PushTExpert
@@ -73,6 +73,26 @@ def test_expert_rejects_malformed_state(cfg):
         expert.reset(np.zeros(6), np.asarray(cfg.robot.q_start))
     with pytest.raises(DataError, match="finite"):
         expert.act(0.0, np.full(7, np.nan), np.asarray(cfg.robot.q_start))
+
+
+def test_block_grid_makes_the_candidate_pushes_a_function_of_the_block_pose(cfg):
+    pose = load_start_poses()[3]
+    turned = pose.copy()
+    turned[3:7] = quat_multiply(quat_from_yaw(0.2), pose[3:7])
+
+    def headings(expert, p):
+        return np.array([np.arctan2(line.direction[1], line.direction[0]) for line in expert._candidates(p)])
+
+    block = PushTExpert(cfg, planner_worlds=2, grid="block")
+    np.testing.assert_array_equal(headings(block, pose), headings(block, pose))  # same pose, same pushes
+    step = np.pi / 6
+    for p in (pose, turned):  # every heading is the block's yaw plus a multiple of 30 deg: the grid turns with it
+        rest = np.mod(headings(block, p) - yaw_of(p[3:7]), step)
+        assert np.all(np.minimum(rest, step - rest) < 1e-6)
+    randomised = PushTExpert(cfg, planner_worlds=2, grid="random")
+    assert not np.array_equal(headings(randomised, pose), headings(randomised, pose))
+    with pytest.raises(ConfigError, match="grid"):
+        PushTExpert(cfg, planner_worlds=2, grid="sideways")
 
 
 def test_fixed_start_poses_are_twenty_valid_spread_poses(cfg):

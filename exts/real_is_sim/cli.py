@@ -326,6 +326,8 @@ def _collect_parser(sub) -> None:
     p.add_argument("--task", default="pusht.yaml", help="the task YAML (default pusht.yaml)")
     p.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, help=f"s per scripted episode (default {TIME_LIMIT_S:g})")
     p.add_argument("--port", type=int, default=8080, help="teleop: the page's port on 127.0.0.1")
+    p.add_argument("--expert-grid", default="random", choices=("random", "block"),
+                   help="scripted: push headings turned at random per decision, or with the block's yaw")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("overrides", nargs="*", help="BridgeCfg key=value overrides, e.g. cameras.num_cameras=2")
 
@@ -337,7 +339,7 @@ def collect(args) -> int:
     try:
         result = collect_demos(args.expert, args.mode, args.episodes, args.start_poses, args.out, seed=args.seed,
                                task=args.task, overrides=args.overrides, time_limit_s=args.time_limit,
-                               progress=not args.no_progress, teleop_port=args.port)
+                               progress=not args.no_progress, teleop_port=args.port, expert_grid=args.expert_grid)
     except KeyboardInterrupt:
         print("collect interrupted: the finished episodes are in the dataset, a rerun continues", file=sys.stderr)
         return EXIT_INTERRUPTED

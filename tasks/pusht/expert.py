@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from real_is_sim.errors import DataError
-from real_is_sim.transforms import quat_rotate
+from real_is_sim.errors import ConfigError, DataError
+from real_is_sim.transforms import quat_rotate, yaw_of
 from real_is_sim.twin import Twin, TwinCfg
 from real_is_sim.twin.tblock import block_geometry, table_plane
 from real_is_sim_tasks.pusht.config import PushTCfg
@@ -34,7 +34,10 @@ APPROACH_GAP = 0.02  # m between pusher and block where a push starts
 EDGE_CLEARANCE = 0.015  # m kept between pusher and block edges when repositioning low
 LIFT_CLEARANCE = 0.02  # m between the pusher's bottom and the block's top when lifted over it
 PUSH_BOTTOM_HEIGHT = 0.005  # m between the pusher's bottom and the table while pushing
-DIRECTIONS = 12  # push headings per decision (30 deg apart, the grid turned by a random angle each decision)
+DIRECTIONS = 12  # push headings per decision, 30 deg apart (the grid's turn: GRIDS)
+# "random": the grid turned by a random angle at each decision; "block": turned with the block's yaw, so the
+# candidates, and the push chosen, are a function of the block's pose (consistent demonstrations for a policy)
+GRIDS = ("random", "block")
 OFFSETS = 5  # push lines per heading, spread across the block's width seen along that heading
 MAX_PUSH = 0.10  # m of pusher travel past the contact, at most
 KNOT_SPACING = 0.01  # m between IK solutions; joints are interpolated linearly in between
@@ -65,8 +68,11 @@ class PushLine:
 class PushTExpert:
     """Joint targets at 60 Hz that push the T-block to ``cfg.goal``, from the block pose and the robot's joints."""
 
-    def __init__(self, cfg: PushTCfg, planner_worlds: int = 16, seed: int = 0):
+    def __init__(self, cfg: PushTCfg, planner_worlds: int = 16, seed: int = 0, grid: str = "random"):
+        if grid not in GRIDS:
+            raise ConfigError(f"expert grid must be one of {GRIDS}, got {grid!r}")
         self.cfg = cfg
+        self.grid = grid
         self.pusher = ScriptedPusher(cfg)
         self.dt = 1.0 / cfg.control_hz
         self.planner = Twin(cfg, planner_worlds, PLANNER_TWIN)
@@ -201,7 +207,8 @@ class PushTExpert:
     def _candidates(self, object_pose: np.ndarray) -> list[PushLine]:
         spheres = self._spheres_xy(object_pose)
         com = self._com_xy(object_pose)
-        turn = self.rng.uniform(0.0, 2.0 * np.pi / DIRECTIONS)
+        step = 2.0 * np.pi / DIRECTIONS
+        turn = self.rng.uniform(0.0, step) if self.grid == "random" else float(yaw_of(object_pose[3:7])) % step
         lines = []
         for angle in turn + np.arange(DIRECTIONS) * 2.0 * np.pi / DIRECTIONS:
             u = np.array([np.cos(angle), np.sin(angle)])

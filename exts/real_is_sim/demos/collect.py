@@ -51,7 +51,7 @@ def start_poses_for(cfg, source: str, episodes: int, seed: int) -> np.ndarray:
 
 def collect(expert: str, mode: str, episodes: int, start_poses: str, out: str | Path, seed: int = 0,
             task: str = "pusht.yaml", overrides=(), time_limit_s: float = TIME_LIMIT_S, progress: bool = True,
-            teleop_port: int = 8080) -> CollectResult:
+            teleop_port: int = 8080, expert_grid: str = "random") -> CollectResult:
     """Record episodes until the dataset at ``out`` holds ``episodes`` of them."""
     from real_is_sim.demos.runner import EpisodeRunner, dataset_writer_for
 
@@ -72,7 +72,7 @@ def collect(expert: str, mode: str, episodes: int, start_poses: str, out: str | 
         if not todo:
             results = []
         elif expert == "scripted":
-            results = _scripted(runner, poses, todo, seed, time_limit_s, progress)
+            results = _scripted(runner, poses, todo, seed, time_limit_s, progress, expert_grid)
         else:
             results = _teleop(runner, poses, todo, teleop_port)
         total = runner.writer.num_episodes
@@ -87,13 +87,13 @@ def collect(expert: str, mode: str, episodes: int, start_poses: str, out: str | 
 
 
 def _scripted(runner, poses: np.ndarray, todo: range, seed: int, time_limit_s: float,
-              progress: bool) -> list[dict]:
+              progress: bool, grid: str = "random") -> list[dict]:
     from tqdm import tqdm
 
     from real_is_sim.demos.runner import DEFAULT_TASK_TEXT
     from real_is_sim_tasks.pusht.expert import PushTExpert
 
-    expert = PushTExpert(runner.twin.task, planner_worlds=16, seed=seed)
+    expert = PushTExpert(runner.twin.task, planner_worlds=16, seed=seed, grid=grid)
     max_ticks = int(round(time_limit_s / runner.twin.control_dt))
     results = []
     bar = tqdm(todo, desc=f"collect {runner.mode}", unit="episode", disable=not progress)

@@ -29,9 +29,10 @@ YAW_RADIUS = 2.0
 
 
 def yaw_of(poses: np.ndarray) -> np.ndarray:
-    """Yaw about world z of block poses [..., 7] (xyzw quaternions)."""
-    x, y, z, w = (poses[..., k] for k in range(3, 7))
-    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    """Heading of block poses [..., 7] (xyzw quaternions)."""
+    from real_is_sim.transforms import yaw_of as heading
+
+    return heading(poses[..., 3:7])
 
 
 def first_push_index(trace: np.ndarray) -> int | None:
