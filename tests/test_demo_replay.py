@@ -91,7 +91,7 @@ def test_an_online_episode_runs_against_the_standin(tmp_path):
 class _HoldingExpert:
     """Holds the arm where it is; done after 3 ticks (the real expert plans for seconds: its own tests cover it)."""
 
-    def __init__(self, cfg, planner_worlds=16, seed=0):
+    def __init__(self, cfg, planner_worlds=16, seed=0, grid="random"):
         self.ticks = 0
 
     def reset(self, object_pose, robot_q):
