@@ -2,9 +2,9 @@
 
     python scripts/bench_eval.py [--envs 1 5 20 80] [--seconds 2] [--checkpoint CKPT] [--camera-variant V]
 
-For each N: the evaluation's own loop (evaluation.offline: the waypoint scheduler, one batched policy call whenever
-chunks are due, every 16 waypoints here, twin steps at 60 Hz) from the fixed start poses (repeated when N > 20),
-timed over ``--seconds`` of twin time after one warm-up chunk. The pose policy is ``--checkpoint`` when given (its
+For each N: the evaluation's own loop (``evaluation.offline.simulate``: the waypoint scheduler, one batched policy
+call whenever chunks are due, every 16 waypoints here, twin steps at 60 Hz, the success rules checked) from the
+fixed start poses (repeated when N > 20), timed over ``--seconds`` of twin time after one warm-up chunk. The pose policy is ``--checkpoint`` when given (its
 cell), else untrained weights of the default pose configuration (speed does not depend on the weights); the camera
 policy is an untrained ``--camera-variant`` (rendering the observation images of all due envs in every call).
 
@@ -40,40 +40,33 @@ def pose_policy(checkpoint: str | None):
 
 
 def timed_run(policy, envs: int, seconds: float) -> dict:
-    """The offline evaluation loop over ``envs`` worlds; rates over ``seconds`` of twin time after a warm-up chunk."""
-    from real_is_sim.bridge.config import load_bridge_cfg
-    from real_is_sim.evaluation.offline import ChunkSource, make_scheduler, renderer_of
+    """The offline evaluation loop (``evaluation.offline.simulate``, rule checks included) over ``envs`` worlds;
+    rates over ``seconds`` of twin time after a warm-up chunk."""
+    from real_is_sim.evaluation.offline import simulate
+    from real_is_sim.evaluation.spec import Episode, Unit
     from real_is_sim.policy.observations import cell_from_yaml
-    from real_is_sim.twin import Twin
     from real_is_sim_tasks.pusht.start_poses import load_start_poses
 
     cell = cell_from_yaml(policy.cfg.cell)
-    twin = Twin(cell, envs, load_bridge_cfg("standin").twin)
     starts = load_start_poses()
-    starts = starts[np.arange(envs) % len(starts)]
-    twin.reset(object_poses=starts[:, None, :], robot_q=np.tile(np.asarray(cell.robot.q_start), (envs, 1)))
-    scheduler = make_scheduler(policy, envs, twin.control_dt, EXECUTE)
-    source = ChunkSource(policy, list(range(envs)), renderer_of(policy, 0))
+    episodes = [Episode("bench", f"fixed_{i % len(starts):02d}", i % len(starts), 0, i,
+                        tuple(float(v) for v in starts[i % len(starts)])) for i in range(envs)]
+    control_dt = 1.0 / cell.control_hz
+    warm_up = int(round(EXECUTE * policy.cfg.horizon_s / policy.cfg.waypoints / control_dt))
+    ticks = int(round(seconds / control_dt))
+    clocks = {}
 
-    def tick() -> None:
-        source.observe(twin.object_poses(), twin.robot_q())
-        due = scheduler.needs_chunk()
-        if len(due):
-            scheduler.set_chunks(due, source.chunks(due))
-        twin.step(scheduler.step())
+    def timer(tick, twin):  # after the warm-up chunk's last tick, and after the last timed tick
+        if tick + 1 in (warm_up, warm_up + ticks):
+            clocks[tick + 1] = (time.perf_counter(), time.process_time())
 
-    warm_up = int(round(EXECUTE * policy.cfg.horizon_s / policy.cfg.waypoints / twin.control_dt))
-    for _ in range(warm_up):
-        tick()
-    ticks = int(round(seconds / twin.control_dt))
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(ticks):
-        tick()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    simulated = ticks * twin.control_dt
-    return {"envs": envs, "env_steps_per_s": round(envs * ticks / wall, 1),
-            "realtime_factor_per_env": round(simulated / wall, 3),
-            "realtime_factor_per_env_cpu": round(simulated / cpu, 3)}
+    simulate(policy, "", cell, Unit("offline", "bench", episodes, (warm_up + ticks) * control_dt, execute=EXECUTE),
+             on_tick=timer)
+    (wall0, cpu0), (wall1, cpu1) = clocks[warm_up], clocks[warm_up + ticks]
+    simulated = ticks * control_dt
+    return {"envs": envs, "env_steps_per_s": round(envs * ticks / (wall1 - wall0), 1),
+            "realtime_factor_per_env": round(simulated / (wall1 - wall0), 3),
+            "realtime_factor_per_env_cpu": round(simulated / (cpu1 - cpu0), 3)}
 
 
 def main() -> None:

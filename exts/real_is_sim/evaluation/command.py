@@ -9,6 +9,7 @@ from real_is_sim.errors import ConfigError
 
 
 def add_eval_arguments(p) -> None:
+    from real_is_sim.evaluation.controls import CONTROLS
     from real_is_sim.evaluation.run import EXECUTORS
     from real_is_sim.evaluation.spec import MODES, PROTOCOLS
 
@@ -31,7 +32,7 @@ def add_eval_arguments(p) -> None:
                                                        "pose and its trial)")
     p.add_argument("--worlds", type=int, default=20, help="offline: worlds per batch (one Twin)")
     p.add_argument("--execute", type=int, help="waypoints of each chunk run before the next policy call (default all)")
-    p.add_argument("--control", choices=("replay", "hold", "expert"),
+    p.add_argument("--control", choices=CONTROLS,
                    help="offline, instead of the policy: a demonstration replayed open loop (start pose k: "
                         "demonstration k), the arm held at q_start, or the scripted expert; the checkpoint gives the "
                         "cell and dataset")

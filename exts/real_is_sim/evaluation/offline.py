@@ -157,6 +157,12 @@ def simulate_unit(unit: Unit, on_tick=None) -> tuple[RuleClock, np.ndarray]:
     """Run the unit's episodes; ``on_tick(tick, twin)`` after every twin step (failure mining records the block's
     path with it). Returns the rule clock and the final block poses [N, 7]."""
     policy, state, cell = cached_policy(unit.checkpoint)
+    return simulate(policy, state.get("dataset", ""), cell, unit, on_tick)
+
+
+def simulate(policy, dataset: str, cell, unit: Unit, on_tick=None) -> tuple[RuleClock, np.ndarray]:
+    """``simulate_unit`` with the policy given (``dataset``: the replay control's demonstrations); the unit's
+    checkpoint only names it. ``scripts/bench_eval.py`` times this loop with untrained policies."""
     n = len(unit.episodes)
     twin = cached_twin(cell, policy.cfg.cell, n)
     starts = np.array([e.start_pose for e in unit.episodes])
@@ -173,7 +179,7 @@ def simulate_unit(unit: Unit, on_tick=None) -> tuple[RuleClock, np.ndarray]:
     else:
         from real_is_sim.evaluation.controls import control_source
 
-        source = control_source(unit.control, policy.cfg, state.get("dataset", ""),
+        source = control_source(unit.control, policy.cfg, dataset,
                                 [e.pose_index for e in unit.episodes], unit.execute, q_start)
     clock = RuleClock(n, cell)
     ticks = int(round(unit.seconds / twin.control_dt))
