@@ -14,7 +14,11 @@ from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial
 from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.gaussians.io import load_object_cloud
 from real_is_sim.objectfile import load_object_file
-from real_is_sim.replay import TRAJECTORY_COLUMNS, ReplayCfg, replay_real
+from real_is_sim.bridge import BridgeCfg, build_bridge
+from real_is_sim.bridge.config import CamerasCfg, PolicyCfg
+from real_is_sim.loop import LoopCfg
+from real_is_sim.replay import TRAJECTORY_COLUMNS, ReplayCfg, replay_real, tuned_sensor_cfg
+from real_is_sim.robot.recorded_follower import load_follower_csv
 from real_is_sim.transforms import quat_rotate, quat_to_matrix
 from real_is_sim.twin.tblock import table_plane
 from real_is_sim_tasks.pusht.config import REAL_YAML, load_pusht_cfg
@@ -87,6 +91,36 @@ def test_short_replay_writes_trajectory_and_tracks(short_replay):
     assert len(list(out.glob("overlay_*.png"))) == 2
     assert (out / "replay.rrd").stat().st_size > 0
     assert json.loads(result.to_json())["mean_iou"] == result.mean_iou
+
+
+def test_short_replay_scores_without_the_arm_and_runs_the_checks(short_replay):
+    out, result = short_replay
+    serials = sorted(result.iou_per_view)
+    assert sorted(result.iou_arm_excluded) == serials and min(result.iou_arm_excluded.values()) > 0.55, result
+    # The arm fitted to the views, one row per frame of the first camera: a follower log.
+    t, q = load_follower_csv(out / "arm.csv")
+    assert FRAMES - 6 <= len(t) <= FRAMES and q.shape == (len(t), 7) and 0.2 < result.arm_fit_iou <= 1.0
+    # Each view alone tracks, the other scores; and the forces-off control beside both.
+    assert sorted(result.leave_one_view_out_iou) == serials
+    assert all(0.3 < v <= 1.0 for v in result.leave_one_view_out_iou.values()), result.leave_one_view_out_iou
+    assert sorted(result.forces_off_iou["per_view"]) == serials
+    assert sorted(result.forces_off_iou["leave_one_view_out"]) == serials
+
+
+def test_replay_source_gives_the_loop_only_the_chosen_views(shared_data):
+    """Leave-one-view-out is honest only if the sensor never sees the scored view."""
+    recording = shared_data / "sample_demos" / "0"
+    with VideoReplaySource(recording) as source:
+        serials = source.serials
+    bridge = build_bridge(BridgeCfg(
+        task="pusht_real.yaml", sensor=tuned_sensor_cfg(), policy=PolicyCfg(kind="hold"), render_robot=False,
+        recover_lost=False, loop=LoopCfg(visual_forces=True, follow_real=False, realtime=False),
+        cameras=CamerasCfg(source="replay", recording=str(recording), serials=[serials[1]], background_stride=64)))
+    try:
+        assert [c.name for c in bridge.loop.sensor.cameras] == [serials[1]]
+        assert bridge.source.serials == [serials[1]]
+    finally:
+        bridge.source.close()
 
 
 def test_missing_recording_is_one_clear_error(tmp_path):

@@ -103,12 +103,15 @@ class OnlineLoop:
         follower: Follower | None = None,
         occluders: Callable[[np.ndarray], object] | None = None,
         relocalize: Callable[[list, np.ndarray], np.ndarray | None] | None = None,
+        arm_in_view: Callable[[float], np.ndarray] | None = None,
     ):
         """``occluders(robot_q) -> GaussianCloud`` renders the robot into the sensor's views (e.g.
         ``RobotAppearance.cloud``); ``source`` delivers the camera frames, ``follower`` the real arm.
         ``relocalize(images, object_poses) -> object_poses | None`` finds lost objects again from the frames (e.g.
         with :func:`real_is_sim.correction.initial_pose.estimate_initial_pose`): the visual force only closes small
-        errors, so a lost object is put back where the frames show it and tracking resumes from there."""
+        errors, so a lost object is put back where the frames show it and tracking resumes from there.
+        ``arm_in_view(t) -> q (7,)`` is the arm the cameras see when it is neither the follower nor the twin robot
+        (a replayed clip whose arm was fitted to the footage, :mod:`real_is_sim.robot.arm_fit`)."""
         if cfg.visual_forces and (sensor is None or actuator is None or source is None):
             raise ValueError("visual_forces needs a sensor, an actuator and a camera source")
         if cfg.follow_real and follower is None:
@@ -121,6 +124,7 @@ class OnlineLoop:
         self.follower = follower
         self.occluders = occluders
         self.relocalize = relocalize
+        self.arm_in_view = arm_in_view
         self.sync = FrameSynchronizer([c.name for c in sensor.cameras], cfg.stale_after) if cfg.visual_forces else None
         self.t = 0.0
         self.ticks = 0
@@ -224,8 +228,11 @@ class OnlineLoop:
             self._worker.close()
 
     def _robot_in_view(self) -> np.ndarray:
-        """Joints of the robot the cameras see: the real arm's measured ones when it follows (it lags the twin by
-        tens of ms, and rendering the twin's arm instead drags the block at the arm's edges), else the twin's."""
+        """Joints of the robot the cameras see: a fitted arm's when the loop has one (``arm_in_view``); the real arm's
+        measured ones when it follows (it lags the twin by tens of ms, and rendering the twin's arm instead drags the
+        block at the arm's edges); else the twin's."""
+        if self.arm_in_view is not None:
+            return np.asarray(self.arm_in_view(self.t))
         if self.cfg.follow_real:
             return self.follower.read_state().q
         return self.twin.robot_q()[self.cfg.world]

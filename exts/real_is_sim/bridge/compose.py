@@ -203,7 +203,7 @@ def _replay(cfg: BridgeCfg):
     from real_is_sim.bridge.arrivals import ArrivalReplaySource
     from real_is_sim.cameras.replay import VideoReplaySource
 
-    source = VideoReplaySource(cfg.cameras.recording)
+    source = VideoReplaySource(cfg.cameras.recording, serials=cfg.cameras.serials or None)
     if cfg.cameras.arrivals:
         source = ArrivalReplaySource(source, cfg.cameras.arrivals)
     return source, list(source.cameras.values())

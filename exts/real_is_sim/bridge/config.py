@@ -40,6 +40,7 @@ class CamerasCfg:
     height: int = 270
     # replay: a recording directory in the replay layout (cameras.json + videos/)
     recording: str = ""
+    serials: list[str] = field(default_factory=list)  # replay: the recording's cameras the loop sees (empty: all)
     # replay of a deploy session: its frames.csv, so each frame reaches the loop when it did then (not at exposure)
     arrivals: str = ""
     # the empty cell per camera: a directory of <serial>.npy (H, W, 3 float) as a session records them; empty: the

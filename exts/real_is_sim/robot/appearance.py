@@ -28,6 +28,17 @@ class RobotAppearanceCfg:
     opacity: float = 0.95
     color: tuple[float, float, float] = (0.85, 0.85, 0.83)  # Franka white
     seed: int = 0
+    # A tool the gripper holds that the URDF lacks (the real PushT cell's pusher stick): a cylinder along the hand's
+    # z axis, (start, end, radius) in m from the panda_hand frame; None: no tool.
+    hand_stick: tuple[float, float, float] | None = None
+
+
+def cylinder_surface(start: float, end: float, radius: float, spacing: float) -> np.ndarray:
+    """Points ``(N, 3)`` about ``spacing`` apart on a cylinder of ``radius`` along z from ``start`` to ``end``."""
+    rings = max(2, int(np.ceil((end - start) / spacing)) + 1)
+    around = max(6, int(np.ceil(2 * np.pi * radius / spacing)))
+    z, angle = np.meshgrid(np.linspace(start, end, rings), np.linspace(0, 2 * np.pi, around, endpoint=False), indexing="ij")
+    return np.stack([radius * np.cos(angle).ravel(), radius * np.sin(angle).ravel(), z.ravel()], axis=1)
 
 
 class RobotAppearance:
@@ -59,6 +70,10 @@ class RobotAppearance:
             local_h = np.c_[local, np.ones(len(local))] @ placement.T
             points.append(local_h[:, :3])
             frames.append(np.full(len(local), obj.parentFrame))
+        if self.cfg.hand_stick is not None:
+            stick = cylinder_surface(*self.cfg.hand_stick, spacing=self.cfg.spacing)
+            points.append(stick)
+            frames.append(np.full(len(stick), self.model.getFrameId("panda_hand")))
         self._local = np.concatenate(points)
         self._frame_ids = np.concatenate(frames)
         n = len(self._local)
