@@ -48,23 +48,33 @@ def push_targets(session: Bridge, lateral: float) -> np.ndarray:
     return np.concatenate([push, np.repeat(push[-1:], 30, axis=0)])
 
 
+def _override(item: str) -> tuple[str, int | float]:
+    """``KEY=VALUE`` -> (key, int or float): counts such as ``iterations=6`` stay integers."""
+    key, value = item.split("=", 1)
+    return key, int(value) if value.lstrip("-").isdigit() else float(value)
+
+
 def run_cfg(draw: int, visual_forces: bool, sensor_overrides: dict | None = None,
-            appearance: HiddenAppearance | None = None, recover_lost: bool = True) -> BridgeCfg:
+            appearance: HiddenAppearance | None = None, recover_lost: bool = True,
+            actuator_overrides: dict | None = None) -> BridgeCfg:
     """The bridge of one run: hidden parameters and the stand-in block's start offset drawn from ``draw``;
     ``appearance`` None: perfect (the stand-in renders the twin's model)."""
     rng = np.random.default_rng(1000 + draw)
     offset = [*rng.uniform(-0.015, 0.015, 2), np.radians(rng.uniform(-6, 6))]
     base = BridgeCfg()
     sensor = dataclasses.replace(base.sensor, **(sensor_overrides or {}))
+    actuator = dataclasses.replace(base.actuator, **(actuator_overrides or {}))
     standin = StandInCfg(seed=draw, appearance=appearance or HiddenAppearance())
     return dataclasses.replace(base, loop=LoopCfg(visual_forces=visual_forces), initial_offset=offset, sensor=sensor,
-                               standin=standin, recover_lost=recover_lost)
+                               actuator=actuator, standin=standin, recover_lost=recover_lost)
 
 
 def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: dict | None = None,
-        appearance: HiddenAppearance | None = None, recover_lost: bool = True) -> np.ndarray:
+        appearance: HiddenAppearance | None = None, recover_lost: bool = True,
+        actuator_overrides: dict | None = None) -> np.ndarray:
     """Per-tick (position error m, yaw error rad) of one scripted push."""
-    session = build_bridge(run_cfg(draw, visual_forces, sensor_overrides, appearance, recover_lost), task)
+    session = build_bridge(run_cfg(draw, visual_forces, sensor_overrides, appearance, recover_lost, actuator_overrides),
+                           task)
     errors, lost_ticks, decisions = [], 0, []
     for q in push_targets(session, lateral):
         report = session.tick(q[None])
@@ -137,6 +147,7 @@ class Runs:
         self.errors: dict = {}
         self.recover_lost = True
         self.sensor_overrides: dict = {}  # --sensor-set: applied to every forces-on run
+        self.actuator_overrides: dict = {}  # --actuator-set: likewise
 
     def off(self, block: str, draw: int, lateral: float) -> np.ndarray:
         key = (block, draw, lateral)
@@ -147,7 +158,8 @@ class Runs:
     def _run(self, label, block, draw, lateral, forces, appearance, overrides=None):
         begin = time.perf_counter()
         overrides = {**self.sensor_overrides, **(overrides or {})} if forces else overrides
-        e = run(self.tasks[block], draw, lateral, forces, overrides, appearance, self.recover_lost)
+        e = run(self.tasks[block], draw, lateral, forces, overrides, appearance, self.recover_lost,
+                self.actuator_overrides if forces else None)
         if self.save is not None:
             self.save.mkdir(parents=True, exist_ok=True)
             np.save(self.save / f"{label.replace(' ', '_')}_d{draw}_l{lateral:g}.npy", e)
@@ -217,7 +229,9 @@ def main() -> None:
     parser.add_argument("--no-recover", action="store_true",
                         help="the loop never re-localises a block the sensor flags lost (BridgeCfg.recover_lost=false)")
     parser.add_argument("--sensor-set", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="VisualForceSensorCfg overrides for every forces-on run, e.g. max_force=10 (floats)")
+                        help="VisualForceSensorCfg overrides for every forces-on run, e.g. max_force=10.0 or iterations=6")
+    parser.add_argument("--actuator-set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="VisualForceActuatorCfg overrides for every forces-on run, e.g. linear_damping=10.0")
     parser.add_argument("--save-errors", default=None, help="a folder for each run's per-tick errors (.npy)")
     args = parser.parse_args()
     if args.merge:
@@ -240,11 +254,14 @@ def main() -> None:
     realistic = HiddenAppearance.realistic()
     runs = Runs(tasks, draws, laterals, control=not args.no_control, save=Path(args.save_errors) if args.save_errors else None)
     runs.recover_lost = not args.no_recover
-    runs.sensor_overrides = {k: float(v) for k, v in (item.split("=", 1) for item in args.sensor_set)}
+    runs.sensor_overrides = dict(_override(item) for item in args.sensor_set)
+    runs.actuator_overrides = dict(_override(item) for item in args.actuator_set)
     begin = time.perf_counter()
     result: dict = {"block": block, "draws": draws, "laterals": laterals, "recover_lost": runs.recover_lost}
     if runs.sensor_overrides:
         result["sensor_overrides"] = runs.sensor_overrides
+    if runs.actuator_overrides:
+        result["actuator_overrides"] = runs.actuator_overrides
     if "headline" in sections:
         runs.control = True
         headline = runs.row("headline", block, realistic)

@@ -18,6 +18,7 @@ from real_is_sim.bridge import BridgeCfg, build_bridge
 from real_is_sim.bridge.config import CamerasCfg, PolicyCfg
 from real_is_sim.loop import LoopCfg
 from real_is_sim.replay import TRAJECTORY_COLUMNS, ReplayCfg, replay_real, tuned_sensor_cfg
+from real_is_sim.robot.franka import Q_START
 from real_is_sim.robot.recorded_follower import load_follower_csv
 from real_is_sim.transforms import quat_rotate, quat_to_matrix
 from real_is_sim.twin.tblock import table_plane
@@ -105,6 +106,28 @@ def test_short_replay_scores_without_the_arm_and_runs_the_checks(short_replay):
     assert all(0.3 < v <= 1.0 for v in result.leave_one_view_out_iou.values()), result.leave_one_view_out_iou
     assert sorted(result.forces_off_iou["per_view"]) == serials
     assert sorted(result.forces_off_iou["leave_one_view_out"]) == serials
+
+
+def test_arm_occluder_is_the_fitted_arm_at_the_frames_time(shared_data, tmp_path, monkeypatch):
+    """With ``occlude_arm`` the sensor renders the arm fitted to the footage, at each tick's newest fitted frame."""
+    import real_is_sim.replay as replay_module
+
+    posed = []
+
+    class Recording(replay_module.RobotAppearance):
+        def cloud(self, q_arm):
+            posed.append(np.array(q_arm))
+            return super().cloud(q_arm)
+
+    monkeypatch.setattr(replay_module, "RobotAppearance", Recording)
+    cfg = ReplayCfg(max_frames=8, background_stride=64, overlays=0, checks=False, occlude_arm=True,
+                    initial_pose=InitialPoseCfg(refine_candidates=1, refine_iters=10))
+    result = replay_real(tmp_path, cfg, log=lambda *_: None)
+    t, q = load_follower_csv(tmp_path / "arm.csv")
+    assert len(posed) >= result.ticks - 3  # every tick with a fresh frame
+    # every occluder pose is one of the fitted frames' joints, not the parked twin robot's
+    assert all(np.min(np.abs(q - p).max(axis=1)) < 1e-5 for p in posed)
+    assert all(np.abs(p - Q_START).max() > 0.05 for p in posed)
 
 
 def test_replay_source_gives_the_loop_only_the_chosen_views(shared_data):

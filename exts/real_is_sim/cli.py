@@ -3,7 +3,7 @@
     real-is-sim deploy [--preset standin|real_cell] [--config FILE] [--follower franky --robot-ip IP] [key=value ...]
     real-is-sim home [--robot-ip IP]       (before a deploy with a Franka: move it to the twin robot's start)
     real-is-sim demo [--out out/demo]
-    real-is-sim replay --out DIR [--max-frames N] [--no-checks] [--no-arm-occluder]
+    real-is-sim replay --out DIR [--max-frames N] [--no-checks] [--arm-occluder]
     real-is-sim export-usd SESSION_DIR [--out FILE]
     real-is-sim collect --out DIR [--expert scripted|teleop] [--mode offline|online] [--episodes N] [--start-poses FILE|random]
     real-is-sim train --dataset DIR --out DIR [--variant pose|static_camera|wrist_camera|real_image] [--steps N ...]
@@ -215,8 +215,8 @@ def _replay_parser(sub) -> None:
     p.add_argument("--render-downscale", type=int, default=1, help="the sensor renders at 1/K resolution")
     p.add_argument("--no-checks", action="store_true",
                    help="skip the leave-one-view-out runs and the forces-off control (the main run only)")
-    p.add_argument("--no-arm-occluder", action="store_true",
-                   help="do not render the fitted arm as the sensor's occluder (the truncated loss alone)")
+    p.add_argument("--arm-occluder", action="store_true",
+                   help="render the arm fitted to the footage as the sensor's occluder (default: the truncated loss alone)")
 
 
 def replay(args) -> int:
@@ -224,7 +224,7 @@ def replay(args) -> int:
 
     sensor = dataclasses.replace(tuned_sensor_cfg(), render_downscale=args.render_downscale)
     result = replay_real(args.out, ReplayCfg(recording=args.recording, max_frames=args.max_frames, sensor=sensor,
-                                             checks=not args.no_checks, occlude_arm=not args.no_arm_occluder))
+                                             checks=not args.no_checks, occlude_arm=args.arm_occluder))
     print(result.to_json())
     return 0
 

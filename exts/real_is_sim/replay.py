@@ -83,9 +83,9 @@ class ReplayCfg:
     min_tool_clearance: float = 0.05  # m between the parked pusher and the block's spheres, checked at the start
     overlays: int = 6  # overlay PNGs, evenly spread over the replay
     rerun_image_every: int = 6  # log the camera images to rerun every k-th tick (poses every tick)
-    # The arm fitted to the views the twin tracks with is rendered as the sensor's occluder (False: the truncated
-    # loss alone keeps its pixels out).
-    occlude_arm: bool = True
+    # True: the arm fitted to the views the twin tracks with is rendered as the sensor's occluder. False: the
+    # truncated loss alone keeps its pixels out, which tracked as well or better on the shared clip (docs/replay.md).
+    occlude_arm: bool = False
     arm_fit: ArmFitCfg = field(default_factory=ArmFitCfg)
     arm_margin_px: int = 4  # the arm's pixels left out of the arm-excluded IoU, grown by this much
     stale_after: float = 0.05  # s: a frame older than this is neither used nor scored
@@ -436,8 +436,9 @@ def plot_iou_over_time(path: Path, runs: list[_Run], serials: list[str], window_
             t, v = np.asarray(run.scorer.times[serial]), np.asarray(run.scorer.arm_excluded[serial])
             if len(t) == 0:
                 continue
-            k = max(1, int(round(window_s / max(np.median(np.diff(t)) if len(t) > 1 else 1.0, 1e-3))))
-            smooth = np.convolve(v, np.ones(k) / k, mode="same") if len(v) >= k else v
+            k = min(len(v), max(1, int(round(window_s / max(np.median(np.diff(t)) if len(t) > 1 else 1.0, 1e-3)))))
+            # running mean; at the clip's ends over the samples there are (no zero padding)
+            smooth = np.convolve(v, np.ones(k), mode="same") / np.convolve(np.ones_like(v), np.ones(k), mode="same")
             seen = serial in run.tracked
             style = "-" if "forces_off" not in run.name else ":"
             label = f"tracked with {'+'.join(run.tracked)}" + (", forces off" if "forces_off" in run.name else "")

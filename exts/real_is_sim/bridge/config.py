@@ -105,7 +105,10 @@ class BridgeCfg:
     # kp 10 (not Embodied Gaussians' 4): with the L2 loss and the actuator's damping it closes a 2 cm error in
     # ~0.3 s without ringing (ablation in docs/correction.md). Per Gaussian of a 108-Gaussian body (the procedural
     # block): a body modelled by more Gaussians gets weaker springs each, the same total (docs/fidelity.md).
-    sensor: VisualForceSensorCfg = field(default_factory=lambda: VisualForceSensorCfg(kp=10.0, kp_reference_count=108))
+    # lr_means 0.009 (6x Embodied Gaussians'): the per-tick reach that keeps up with a pushed block (the scanned
+    # block's realistic push error halves; the best cases rest a little less still: docs/fidelity.md).
+    sensor: VisualForceSensorCfg = field(default_factory=lambda: VisualForceSensorCfg(kp=10.0, kp_reference_count=108,
+                                                                                      lr_means=0.009))
     actuator: VisualForceActuatorCfg = field(default_factory=VisualForceActuatorCfg)
     loop: LoopCfg = field(default_factory=LoopCfg)
     # The simulated follower lags like the real arm (20 ms latency, 30 ms time constant): the stand-in's robot.

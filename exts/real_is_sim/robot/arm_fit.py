@@ -40,7 +40,7 @@ FIT_LINKS = ("panda_link3", "panda_link4", "panda_link5", "panda_link6", "panda_
 @dataclass
 class ArmFitCfg:
     downscale: int = 4  # silhouettes at 1/downscale of the camera resolution
-    foreground_threshold: float = 0.15  # max per-channel |frame - background| (colours in [0, 1]) that is foreground
+    foreground_threshold: float = 0.15  # frame brighter than the background by this in some channel (colours in [0, 1])
     spacing: float = 0.01  # m between the model's surface points
     splat_px: int = 1  # each projected point covers a (2k+1)^2 square at the fit resolution
     # The pusher stick held between the fingers (RobotAppearanceCfg.hand_stick): start, end, radius (m).
@@ -66,7 +66,7 @@ class ArmTrack:
         return self.q[k]
 
     def write_csv(self, path: str | Path) -> None:
-        """``t,q1..q7,iou`` rows (a follower.csv the replay's :class:`RecordedFollower` reads)."""
+        """``t,q1..q7,iou`` rows: a deploy session's follower.csv layout (:func:`load_follower_csv` reads it)."""
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(("t", *JOINT_COLUMNS, "iou"))
