@@ -27,6 +27,7 @@ DATASETS = [
     ("30 random + 30 targeted (failure mining), training seed 1", "policy_mined30_ema_100k_s1_exec16.json"),
     ("60 random, expert grid turned with the block", "policy_blockgrid_ema_100k_exec16.json"),
     ("60 random + 30 targeted (90, beyond the issue's 60), 60k steps", "policy_random60_mined30_ema_60k_exec16.json"),
+    ("the same 90, 60k steps, training seed 1", "policy_random60_mined30_ema_60k_s1_exec16.json"),
 ]
 # Fig. 8b: the four observation variants, 2000-step camera policies of the former script (not learnt: docs/policy.md)
 REPRESENTATIONS = [
