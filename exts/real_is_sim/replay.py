@@ -3,14 +3,14 @@
 Pipeline (see docs/replay.md):
 1. the clip's per-pixel temporal median is each camera's background (the empty table is never seen);
 2. the recording has no joint log: the arm is fitted to the views' silhouettes frame by frame
-   (:mod:`real_is_sim.robot.arm_fit`), so the sensor can render it as an occluder and the scoring can leave
-   its pixels out;
+   (:mod:`real_is_sim.robot.arm_fit`), so the scoring can leave its pixels out (and the sensor can render it as
+   an occluder);
 3. :func:`~real_is_sim.correction.initial_pose.estimate_initial_pose` finds the block in the first frames;
 4. the twin (real table plane, scanned T-block) starts there with its robot parked at ``Q_START``, well
    clear of the block: the twin robot must never touch it;
 5. :class:`~real_is_sim.loop.OnlineLoop` ticks at 60 Hz as fast as possible (``follow_real=False``), the
-   frames delivered by their recorded timestamps; the truncated loss keeps the real robot's pixels that the
-   occluder misses from pulling the block;
+   frames delivered by their recorded timestamps; the truncated loss keeps the real robot's pixels (those the
+   optional occluder, ``ReplayCfg.occlude_arm``, does not cover) from pulling the block;
 6. every tick the block's silhouette (alpha > 0.5) at the twin pose is compared in every view with the frame's
    red-orange pixels (IoU), also with the arm's pixels left out of both, and the pose, overlays and a rerun
    recording are written;
@@ -33,6 +33,7 @@ from scipy import ndimage
 from real_is_sim.bridge.compose import build_bridge
 from real_is_sim.bridge.config import BridgeCfg, CamerasCfg, PolicyCfg
 from real_is_sim.cameras.replay import VideoReplaySource
+from real_is_sim.cameras.sync import FrameSynchronizer
 from real_is_sim.correction.actuator import VisualForceActuatorCfg
 from real_is_sim.correction.background import median_backgrounds
 from real_is_sim.correction.initial_pose import InitialPoseCfg, estimate_initial_pose
@@ -171,27 +172,18 @@ def _tool_clearance(twin: Twin) -> float:
 
 
 class NewestFrames:
-    """The newest frame of each camera at a time, decoding the recording once, in order (random access is slow)."""
+    """The newest frame of each camera at a time (the loop's :class:`FrameSynchronizer` over a source of its own, so
+    a view the sensor does not see is scored all the same); frames after ``last_index`` are never delivered."""
 
-    def __init__(self, recording: Path, serials: list[str], last_index: dict[str, int]):
+    def __init__(self, recording: Path, serials: list[str], last_index: dict[str, int], stale_after: float):
         self.source = VideoReplaySource(recording, serials=serials)
-        self._frames = self.source.frames()
-        self._pending = None
+        self.sync = FrameSynchronizer(serials, stale_after)
         self.last_index = last_index
-        self.newest: dict[str, object] = {}
 
-    def at(self, t: float, stale_after: float) -> dict:
-        """serial -> the newest frame with timestamp <= t, left out when older than ``stale_after``."""
-        while True:
-            if self._pending is None:
-                self._pending = next(self._frames, None)
-            frame = self._pending
-            if frame is None or frame.timestamp > t + 1e-9:
-                break
-            if frame.index <= self.last_index[frame.serial]:
-                self.newest[frame.serial] = frame
-            self._pending = None
-        return {s: f for s, f in self.newest.items() if t - f.timestamp <= stale_after}
+    def at(self, t: float) -> dict:
+        """serial -> the newest frame with timestamp <= t, left out when older than the synchroniser's stale_after."""
+        self.sync.push(f for f in self.source.poll(t) if f.index <= self.last_index[f.serial])
+        return self.sync.tick(t).fresh
 
     def close(self) -> None:
         self.source.close()
@@ -216,30 +208,32 @@ class Scorer:
     def __init__(self, recording: Path, cameras: list, backgrounds: dict[str, np.ndarray], silhouettes: Silhouettes,
                  arm: ArmTrack, arm_silhouettes: ArmSilhouettes, object_mask, last_index: dict[str, int], cfg: ReplayCfg):
         self.serials = [c.serial for c in cameras]
-        self.frames = NewestFrames(recording, self.serials, last_index)
+        self.frames = NewestFrames(recording, self.serials, last_index, cfg.stale_after)
         self.backgrounds, self.silhouettes, self.object_mask, self.cfg = backgrounds, silhouettes, object_mask, cfg
         self.arm, self.arm_silhouettes = arm, arm_silhouettes
         self.plain: dict[str, list[float]] = {s: [] for s in self.serials}
         self.arm_excluded: dict[str, list[float]] = {s: [] for s in self.serials}
         self.used: dict[str, set[int]] = {s: set() for s in self.serials}
         self.times: dict[str, list[float]] = {s: [] for s in self.serials}
+        self.last_arm_pixels: dict[str, np.ndarray] = {}  # per view, those of the latest scored frame (overlays)
 
-    def arm_pixels(self, view: int, frame) -> np.ndarray:
+    def arm_pixels(self, view: int, frame, block: np.ndarray) -> np.ndarray:
+        """The arm's pixels in ``frame`` (of camera ``view``, whose object pixels are ``block``), grown."""
         image = frame.image
         arm = self.arm_silhouettes.full_resolution(self.arm.at(frame.timestamp), view, image.shape[:2])
-        bright = foreground_mask(image, self.backgrounds[frame.serial], self.object_mask(image),
-                                 self.cfg.arm_fit.foreground_threshold)
+        bright = foreground_mask(image, self.backgrounds[frame.serial], block, self.cfg.arm_fit.foreground_threshold)
         return ndimage.binary_dilation(arm | bright, iterations=self.cfg.arm_margin_px) if self.cfg.arm_margin_px else arm | bright
 
     def score(self, t: float, pose: np.ndarray) -> tuple[list[int], np.ndarray, dict]:
         """Scores the views with a fresh frame at ``t``; returns (views, their alphas, serial -> frame)."""
-        fresh = self.frames.at(t, self.cfg.stale_after)
+        fresh = self.frames.at(t)
         views = [i for i, s in enumerate(self.serials) if s in fresh]
         alpha = self.silhouettes(pose, views) if views else []
         for i, a in zip(views, alpha):
             serial, frame = self.serials[i], fresh[self.serials[i]]
             block = self.object_mask(frame.image)
-            keep = ~self.arm_pixels(i, frame)
+            self.last_arm_pixels[serial] = arm = self.arm_pixels(i, frame, block)
+            keep = ~arm
             self.plain[serial].append(silhouette_iou(a, block))
             self.arm_excluded[serial].append(silhouette_iou(np.where(keep, a, 0.0), block & keep))
             self.used[serial].add(frame.index)
@@ -289,6 +283,7 @@ class _Replay:
         for serial, image in self.backgrounds.items():
             np.save(self.backgrounds_dir / f"{serial}.npy", image)
         self.silhouettes = Silhouettes(self.cloud, self.cameras, cfg.sensor.backend)
+        self._initial_poses: dict[tuple[str, ...], object] = {}
 
     def fit_arm(self, serials: list[str]) -> tuple[ArmTrack, ArmSilhouettes]:
         views = [self.serials.index(s) for s in serials]
@@ -301,11 +296,16 @@ class _Replay:
         return track, ArmSilhouettes(viewmats, Ks, width, height, self.cfg.arm_fit, np.asarray(self.task.robot.base_pose))
 
     def initial_pose(self, serials: list[str]):
-        views = [self.serials.index(s) for s in serials]
-        return estimate_initial_pose(self.cloud, [self.first[v] for v in views],
-                                     np.stack([_viewmat(self.cameras[v]) for v in views]),
-                                     np.stack([self.cameras[v].K for v in views]), self.scan_pose, self.plane,
-                                     self.cfg.initial_pose, object_mask=self.task_module.object_mask)
+        """The block's pose in the first frames of ``serials``: estimated once, shared by the forces-on run and its
+        forces-off control."""
+        key = tuple(serials)
+        if key not in self._initial_poses:
+            views = [self.serials.index(s) for s in serials]
+            self._initial_poses[key] = estimate_initial_pose(
+                self.cloud, [self.first[v] for v in views], np.stack([_viewmat(self.cameras[v]) for v in views]),
+                np.stack([self.cameras[v].K for v in views]), self.scan_pose, self.plane, self.cfg.initial_pose,
+                object_mask=self.task_module.object_mask)
+        return self._initial_poses[key]
 
     def run(self, serials: list[str], visual_forces: bool, occluder: ArmTrack | None, scoring_arm: tuple,
             outputs: bool = False) -> _Run:
@@ -398,8 +398,7 @@ class _Outputs:
             self.overlay_ticks.pop(0)
             panels = []
             for i, a in zip(views, alpha):
-                frame = fresh[self.serials[i]]
-                arm = scorer.arm_pixels(i, frame)
+                frame, arm = fresh[self.serials[i]], scorer.last_arm_pixels[self.serials[i]]
                 panel = overlay(frame.image, a)
                 panel[arm & ~ndimage.binary_erosion(arm, iterations=2)] = (255, 0, 255)  # the pixels left out: magenta
                 panels.append(panel)

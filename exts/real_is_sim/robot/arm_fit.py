@@ -1,12 +1,13 @@
 """The arm the cameras saw when nobody logged its joints: 7 joints per frame fitted to the views' silhouettes.
 
-A recording without a joint log still shows the arm: every pixel that differs from the empty cell and is not the
-object is the robot (or its shadow). :func:`fit_arm_track` poses the Franka's surface points (the links near the
-table, and the pusher stick the gripper holds) by forward kinematics, projects them into the views at a low
-resolution and maximises the silhouette IoU against those pixels, one frame after another: a pattern search over
-the 7 joints warm-started from the previous frame (the first frame from a wider search around a seed). The result
-is a joint log in the deploy session's ``follower.csv`` layout, so the loop renders the arm as an occluder exactly
-as it renders a recorded arm (:class:`~real_is_sim.robot.recorded_follower.RecordedFollower`).
+A recording without a joint log still shows the arm: the pixels brighter than the empty cell that are not the object
+(:func:`foreground_mask`; the arm's shadow is darker, so it is left out). :func:`fit_arm_track` poses the Franka's
+surface points (the links near the table, and the pusher stick the gripper holds) by forward kinematics, projects
+them into the views at a low resolution and minimises the chamfer distance between their silhouettes and those
+pixels, one frame after another: a pattern search over the 7 joints warm-started from the previous frame (the first
+frame from a wider search around a seed). The result is a joint log in the deploy session's ``follower.csv`` layout;
+the replay renders the arm from it as the sensor's occluder (``OnlineLoop.arm_in_view``) and leaves its pixels out
+of the scores.
 
 Only the arm's silhouette in the given views is constrained: joints that move the arm outside every view, or along
 a camera's rays, are not, so the log is good for occlusion (where the arm covers the views) and not as a
@@ -84,10 +85,6 @@ def foreground_mask(image: np.ndarray, background: np.ndarray, object_mask: np.n
         raise DataError(f"frame {frame.shape} and background {background.shape} differ in shape")
     moving = (frame - background).max(axis=-1) > threshold
     return ndimage.binary_opening(moving & ~object_mask, iterations=1)
-
-
-def _to_uint8(image: np.ndarray) -> np.ndarray:
-    return np.clip(np.asarray(image) * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
 
 def downsample_mask(mask: np.ndarray, factor: int) -> np.ndarray:
@@ -216,7 +213,7 @@ def fit_arm_track(frames: Iterable[tuple[float, list[np.ndarray]]], backgrounds:
     silhouettes = ArmSilhouettes(viewmats, Ks, width, height, cfg, base_pose)
     # Where the empty cell itself shows the object (it rested there for most of the clip, so the median kept it),
     # a changed pixel is the object gone, not the arm: those pixels say nothing about the arm.
-    valid = np.stack([~downsample_mask(ndimage.binary_dilation(object_mask(_to_uint8(bg)), iterations=cfg.downscale),
+    valid = np.stack([~downsample_mask(ndimage.binary_dilation(object_mask(bg), iterations=cfg.downscale),
                                        cfg.downscale) for bg in backgrounds])
     q = np.asarray(Q_START if q_seed is None else q_seed, dtype=np.float64)
     times, qs, ious = [], [], []
