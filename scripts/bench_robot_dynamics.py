@@ -65,7 +65,7 @@ def tracking(task, cfg: TwinCfg) -> dict:
         twin.step(target[None])
         q = twin.robot_q()[0]
         vs_target.append(np.abs(q - target).max())
-        vs_reference.append(np.abs(q - twin._q_cmd[0]).max())
+        vs_reference.append(np.abs(q - twin.robot_q_reference()[0]).max())
         tool_mm.append(1000 * np.linalg.norm(twin.tool_position()[0] - pusher.tool_position(target)))
     SERIES[("tracking", cfg.robot, cfg.solver)] = {"q_vs_target": vs_target, "pusher_mm": tool_mm}
     stats = lambda v: {"median": round(float(np.median(v)), 5), "max": round(float(np.max(v)), 5)}

@@ -2,9 +2,10 @@
 
     python scripts/bench_twin.py                       # real 466-sphere block when the shared data is present
     python scripts/bench_twin.py --substeps 2 --contact-gap 0.002 --worlds 20
+    python scripts/bench_twin.py --contact-spheres all --no-graph-capture     # the settings before both speed-ups
 
-Prints one JSON object on its last line: spheres_per_block, substeps, by_worlds [{worlds, realtime_factor_per_world}],
-and push_fidelity (final block pose of a scripted push vs a 16-substep, 8-iteration reference).
+Prints one JSON object on its last line: spheres_per_block, shape_pairs_per_world, substeps, by_worlds [{worlds,
+realtime_factor_per_world}], and push_fidelity (final block pose of a scripted push vs a 16-substep, 8-iteration reference).
 """
 
 import argparse
@@ -72,6 +73,9 @@ def main() -> None:
     parser.add_argument("--contact-gap", type=float, default=TwinCfg.contact_gap)
     parser.add_argument("--collide-every", type=int, default=TwinCfg.collide_every)
     parser.add_argument("--broad-phase", default=TwinCfg.broad_phase)
+    parser.add_argument("--contact-spheres", choices=["reachable", "all"], default=TwinCfg.contact_spheres,
+                        help="block spheres that collide: those the table or pusher can reach, or all")
+    parser.add_argument("--no-graph-capture", action="store_true", help="launch every kernel of every step (no recorded step)")
     parser.add_argument("--contacts-per-pair", type=int, default=0,
                         help="size the contact buffer at N per shape pair (Newton's estimate: 5); 0: the exact bound")
     parser.add_argument("--no-fidelity", action="store_true")
@@ -84,6 +88,8 @@ def main() -> None:
         contact_gap=args.contact_gap,
         collide_every=args.collide_every,
         broad_phase=args.broad_phase,
+        contact_spheres=args.contact_spheres,
+        graph_capture=not args.no_graph_capture,
     )
     by_worlds = []
     for worlds in args.worlds:
@@ -103,13 +109,16 @@ def main() -> None:
         "contact_gap": cfg.contact_gap,
         "collide_every": cfg.collide_every,
         "broad_phase": cfg.broad_phase,
+        "contact_spheres": cfg.contact_spheres,
+        "graph_capture": cfg.graph_capture,
+        "shape_pairs_per_world": len(Twin(task, 1, cfg).model.shape_contact_pairs),
         "contact_buffer": f"{args.contacts_per_pair} per shape pair" if args.contacts_per_pair else "exact bound",
         "timing": f"best of {args.repeats} x {args.steps} control steps",
         "by_worlds": by_worlds,
     }
     if not args.no_fidelity:
         pose = standard_push(task, cfg)
-        reference = standard_push(task, TwinCfg(substeps=16, iterations=8, contact_gap=0.005))
+        reference = standard_push(task, TwinCfg(substeps=16, iterations=8, contact_gap=0.005, contact_spheres="all"))
         result["push_fidelity"] = {
             "position_error_mm": round(float(np.linalg.norm(pose[:3] - reference[:3]) * 1000), 2),
             "rotation_error_deg": round(float(np.degrees(rotation_angle_between(pose[3:7], reference[3:7]))), 2),

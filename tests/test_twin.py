@@ -177,3 +177,56 @@ def test_bad_inputs_raise_one_clear_error(tmp_path):
         twin.step(np.zeros((2, 7)))
     with pytest.raises(DataError, match="non-finite"):
         twin.reset(object_poses=np.full((1, 1, 7), np.nan))
+
+
+def test_recorded_step_replays_the_plain_step():
+    # The step recorded once and replayed (graph_capture) must give the same numbers as launching it: across new
+    # arm targets, a wrench, a reset of one world and collisions every second substep.
+    task = load_pusht_cfg()
+    q_push, path = _push_plan(task, np.array([0.45, 0.0]), end_dy=-0.15)
+    runs = []
+    for capture in (False, True):
+        twin = Twin(task, num_worlds=2, cfg=TwinCfg(graph_capture=capture, collide_every=2))
+        twin.reset(robot_q=np.repeat(q_push[None], 2, axis=0))
+        trajectory = []
+        for k, q in enumerate(path):
+            twin.object_wrench[1, 0, 0] = 1.5 if k < 20 else 0.0
+            if k == 30:
+                twin.reset(world_ids=[1])
+            twin.step(np.repeat(q[None], 2, axis=0))
+            trajectory.append(np.concatenate([twin.object_poses().ravel(), twin.robot_q().ravel()]))
+        runs.append(np.array(trajectory))
+        assert (twin._graph is not None) == capture
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert np.abs(runs[0][-1] - runs[0][0]).max() > 1e-3  # the push really happened
+
+
+def test_reachable_spheres():
+    from real_is_sim.twin.tblock import ball_reachable, plane_reachable
+
+    grid = np.stack(np.meshgrid(*[np.arange(3) * 0.011] * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+    ball = ball_reachable(grid, 0.006, 0.01, 0.001)
+    assert not ball[13] and ball.sum() == 26  # the centre of a 3 x 3 x 3 block is shielded by its neighbours
+    plane = plane_reachable(grid, 0.001)
+    assert plane.sum() == 26  # every face sphere ties with its face's outermost ones; the centre never leads
+    flat = np.concatenate([grid, [[0.011, 0.011, -0.005]]])  # one sphere sticking out below the bottom face
+    assert plane_reachable(flat, 0.001)[-1] and plane_reachable(flat, 0.001)[:9].all()  # the face still counts
+
+
+def test_pruned_spheres_change_nothing_in_a_push(shared_data):
+    # Only the spheres the table or the pusher can reach collide (contact_spheres="reachable"): the scanned block's
+    # push must match the one with every sphere colliding, with fewer shape pairs.
+    task = load_pusht_cfg(REAL_YAML)
+    twins = {mode: Twin(task, num_worlds=1, cfg=TwinCfg(contact_spheres=mode)) for mode in ("all", "reachable")}
+    assert len(twins["reachable"].model.shape_contact_pairs) < 0.6 * len(twins["all"].model.shape_contact_pairs)
+    start = twins["all"].object_poses()[0, 0]
+    center = start[:2] + quat_rotate(start[3:7], twins["all"].geometry.centers.mean(axis=0))[:2]
+    q_push, path = _push_plan(task, center, start_dy=-0.16, end_dy=0.0)
+    finals = []
+    for twin in twins.values():
+        twin.reset(robot_q=q_push[None])
+        for q in path:
+            twin.step(q[None])
+        finals.append(twin.object_poses()[0, 0])
+    assert np.linalg.norm(finals[0][:2] - start[:2]) > 0.02  # the block was pushed
+    np.testing.assert_allclose(finals[1], finals[0], atol=2e-4)

@@ -87,7 +87,7 @@ def test_free_motion_tracking_within_bound(task):
         twin.step(target[None])
         q = twin.robot_q()[0]
         vs_target.append(np.abs(q - target).max())
-        vs_reference.append(np.abs(q - twin._q_cmd[0]).max())
+        vs_reference.append(np.abs(q - twin.robot_q_reference()[0]).max())
     for _ in range(30):
         twin.step()
     assert max(vs_target) < TRACKING_VS_TARGET_RAD

@@ -16,10 +16,18 @@ import warp as wp
 
 from real_is_sim.cell import CellCfg, PhysicalParams, RobotCfg
 from real_is_sim.robot import franka
-from real_is_sim.twin.tblock import BlockGeometry
+from real_is_sim.twin.tblock import BlockGeometry, ball_reachable, plane_reachable
 
 BLOCK_LABEL = "tblock"
 PUSHER_BODY = "panda_hand_tcp"
+
+# Collision groups (Newton: a positive group meets itself and the negative ones, a negative group every group but
+# itself, 0 none). The table meets the spheres a plane can reach, the pusher those a pusher-sized ball can reach,
+# and the pusher meets the table (a dynamic arm must not go through it).
+TABLE_GROUP = 1
+PUSHER_GROUP = -2
+PUSHER_ONLY_SPHERES, BOTH_SPHERES, SHIELDED_SPHERES = 2, -1, 0
+REACH_TOLERANCE = 0.001  # m a probe may enter a neighbouring sphere and still count as touching this one
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,9 @@ class ContactSettings:
     gap: float  # extra detection distance [m] beyond touching (Newton's builder default is 0.1 m)
     margin: float  # outward offset of the colliders [m]
     friction_max: bool = False  # the solver takes the larger of two shapes' mu (MuJoCo), not their average (XPBD)
+    # "reachable": a block sphere collides only with what can touch it (sphere_collision_groups); "all": every
+    # sphere with the table and the pusher
+    spheres: str = "reachable"
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,19 @@ class WorldLayout:
     joint_dofs: int
 
 
+def sphere_collision_groups(geometry: BlockGeometry, pusher_radius: float) -> np.ndarray:
+    """``(S,)`` collision group of each block sphere: with the table where a plane can touch it, with the pusher
+    where a ball of the pusher's radius can; inner spheres shielded by their neighbours (group 0) with nothing. Mass,
+    COM and inertia stay those of all the spheres."""
+    table = plane_reachable(geometry.centers, REACH_TOLERANCE)
+    pusher = ball_reachable(geometry.centers, geometry.radius, pusher_radius, REACH_TOLERANCE)
+    groups = np.full(len(table), SHIELDED_SPHERES)
+    groups[table] = TABLE_GROUP
+    groups[pusher] = PUSHER_ONLY_SPHERES
+    groups[table & pusher] = BOTH_SPHERES
+    return groups
+
+
 def _shape_cfg(mu: float, contact: ContactSettings, **kwargs) -> newton.ModelBuilder.ShapeConfig:
     """Collider settings: Coulomb friction ``mu`` only. Newton's default torsional (0.005 m) and rolling (0.0001 m)
     friction would add 0.005 m x the block's weight (0.01 N m for 0.2 kg) of resistance to turning on top of what
@@ -55,8 +79,11 @@ def _shape_cfg(mu: float, contact: ContactSettings, **kwargs) -> newton.ModelBui
     )
 
 
-def add_block(builder: newton.ModelBuilder, geometry: BlockGeometry, physical: PhysicalParams, contact: ContactSettings) -> int:
-    """A free rigid body with fixed-radius sphere colliders; mass, COM and inertia set explicitly (spheres carry none)."""
+def add_block(builder: newton.ModelBuilder, geometry: BlockGeometry, physical: PhysicalParams, contact: ContactSettings,
+              groups: np.ndarray | None = None) -> int:
+    """A free rigid body with fixed-radius sphere colliders; mass, COM and inertia set explicitly (spheres carry none).
+    ``groups``: each sphere's collision group (default: the table's, it meets everything); spheres of group 0 would
+    meet nothing and are left out."""
     body = builder.add_body(
         xform=wp.transform(*geometry.start_pose),
         mass=geometry.mass,
@@ -65,14 +92,17 @@ def add_block(builder: newton.ModelBuilder, geometry: BlockGeometry, physical: P
         lock_inertia=True,
         label=BLOCK_LABEL,
     )
-    cfg = _shape_cfg(physical.friction_table, contact, density=0.0)
-    for center in geometry.centers:
+    groups = np.full(len(geometry.centers), TABLE_GROUP) if groups is None else groups
+    for center, group in zip(geometry.centers, groups):
+        if group == SHIELDED_SPHERES:
+            continue
+        cfg = _shape_cfg(physical.friction_table, contact, density=0.0, collision_group=int(group))
         builder.add_shape_sphere(body, xform=wp.transform(wp.vec3(*center), wp.quat_identity()), radius=geometry.radius, cfg=cfg)
     return body
 
 
 def add_table(builder: newton.ModelBuilder, plane: np.ndarray, physical: PhysicalParams, contact: ContactSettings) -> int:
-    cfg = _shape_cfg(physical.friction_table, contact)
+    cfg = _shape_cfg(physical.friction_table, contact, collision_group=TABLE_GROUP)
     return builder.add_shape_plane(plane=tuple(float(v) for v in plane), width=0.0, length=0.0, cfg=cfg, label="table")
 
 
@@ -103,7 +133,7 @@ def add_robot(builder: newton.ModelBuilder, robot: RobotCfg, physical: PhysicalP
     # MuJoCo's max rule when friction_pusher >= friction_table (the block's mu).
     average = 2.0 * physical.friction_pusher - physical.friction_table
     pusher_mu = physical.friction_pusher if contact.friction_max else average
-    cfg = _shape_cfg(pusher_mu, contact, density=0.0)
+    cfg = _shape_cfg(pusher_mu, contact, density=0.0, collision_group=PUSHER_GROUP if contact.spheres == "reachable" else TABLE_GROUP)
     builder.add_shape_capsule(
         pusher_body,
         xform=wp.transform(wp.vec3(0.0, 0.0, robot.pusher_offset), wp.quat_identity()),
@@ -153,7 +183,8 @@ def build_world(
     for index, value in zip(arm_q + finger_q, q_start):
         builder.joint_q[index] = value
     block_q0 = builder.joint_coord_count
-    block_body = add_block(builder, geometry, task.physical, contact)
+    groups = sphere_collision_groups(geometry, task.robot.pusher_radius) if contact.spheres == "reachable" else None
+    block_body = add_block(builder, geometry, task.physical, contact, groups)
     pusher_body = builder.shape_body[pusher_shape]
     pusher_center = np.array(builder.shape_transform[pusher_shape].p, dtype=np.float64)
     layout = WorldLayout(

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import ConvexHull
 
 from real_is_sim.cell import CellCfg, TableCfg, TBlockCfg
 from real_is_sim.errors import DataError
@@ -64,6 +65,36 @@ def sphere_inertia(centers: np.ndarray, radius: float, mass: float, com: np.ndar
     d = centers - com
     point_masses = (mass / len(centers)) * (np.sum(d * d) * np.eye(3) - d.T @ d)
     return point_masses + mass * 0.4 * radius**2 * np.eye(3)
+
+
+def _directions(count: int) -> np.ndarray:
+    """``(count, 3)`` unit vectors spread evenly over the sphere (Fibonacci lattice)."""
+    i = np.arange(count) + 0.5
+    polar, azimuth = np.arccos(1.0 - 2.0 * i / count), np.pi * (1.0 + 5.0**0.5) * i
+    return np.stack([np.cos(azimuth) * np.sin(polar), np.sin(azimuth) * np.sin(polar), np.cos(polar)], axis=1)
+
+
+def plane_reachable(centers: np.ndarray, tolerance: float, directions: int = 400) -> np.ndarray:
+    """``(S,)`` bool: the spheres (one radius) a plane can touch first in some orientation: within ``tolerance``
+    of the outermost centre along a normal, the convex hull's facet normals (flat faces: all their spheres tie and
+    are kept) and ``directions`` more spread over the sphere."""
+    normals = ConvexHull(centers).equations[:, :3]
+    support = centers @ np.concatenate([normals, _directions(directions)]).T  # (S, D)
+    return np.any(support >= support.max(axis=0) - tolerance, axis=1)
+
+
+def ball_reachable(centers: np.ndarray, radius: float, ball_radius: float, tolerance: float, directions: int = 400) -> np.ndarray:
+    """``(S,)`` bool: the spheres a ball of ``ball_radius`` (the pusher's) can touch without entering another
+    sphere by more than ``tolerance``, from one of ``directions``. The others are shielded by their neighbours."""
+    reach = radius + ball_radius
+    probes = _directions(directions) * reach  # ball centres touching a sphere, relative to its centre
+    distance = np.linalg.norm(centers[:, None] - centers[None], axis=-1)
+    reachable = np.zeros(len(centers), dtype=bool)
+    for i in range(len(centers)):
+        neighbours = centers[(distance[i] < 2.0 * reach) & (np.arange(len(centers)) != i)]
+        clear = np.linalg.norm(centers[i] + probes[:, None] - neighbours[None], axis=-1) >= reach - tolerance
+        reachable[i] = np.any(np.all(clear, axis=1))
+    return reachable
 
 
 def table_plane(table: TableCfg) -> np.ndarray:

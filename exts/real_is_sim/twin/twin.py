@@ -40,6 +40,7 @@ from real_is_sim.twin.tblock import block_geometry, table_plane
 
 SOLVERS = ("xpbd", "featherstone", "mujoco")
 BROAD_PHASES = ("nxn", "sap", "explicit")
+CONTACT_SPHERES = ("reachable", "all")
 ROBOT_MODES = ("kinematic", "dynamic")
 
 # robot="dynamic": joint drives of the arm (N m/rad, N m s/rad; fingers N/m, N s/m), the gains of the Isaac Lab Franka
@@ -66,7 +67,12 @@ class TwinCfg:
     rigid_contact_max: Optional[int] = None  # None: the exact bound from the shape pairs (contact_capacity)
     broad_phase: str = "explicit"  # precomputed shape pairs: much faster than "nxn" or "sap" with many worlds (measured)
     collide_every: int = 1  # run collision detection every k-th substep
+    # "reachable": each block sphere collides only with the table and/or pusher when they can touch it (the scanned
+    # block: 446 shape pairs instead of 933, docs/twin.md); "all": every sphere with both
+    contact_spheres: str = "reachable"
     deterministic: bool = False  # deterministic contact ordering (matters on CUDA; CPU runs are already repeatable)
+    # record a step's launches once and replay them (XPBD, even substeps; the same numbers, docs/twin.md)
+    graph_capture: bool = True
     device: str = "cpu"
 
     def __post_init__(self):
@@ -79,6 +85,8 @@ class TwinCfg:
                 f"TwinCfg.robot='dynamic' needs solver='mujoco' (per-body gravity compensation, implicit drives), got "
                 f"solver={self.solver!r}: set twin.solver=mujoco (XPBD drives could not hold the arm: docs/twin.md)"
             )
+        if self.contact_spheres not in CONTACT_SPHERES:
+            raise ConfigError(f"unknown contact_spheres {self.contact_spheres!r}: choose one of {CONTACT_SPHERES}")
         if self.broad_phase not in BROAD_PHASES:
             raise ConfigError(f"unknown broad_phase {self.broad_phase!r}: choose one of {BROAD_PHASES}")
         for name in ("substeps", "iterations", "collide_every"):
@@ -113,9 +121,22 @@ def _apply_body_forces(
 
 
 @wp.kernel
-def _scatter(index: wp.array[int], value: wp.array[float], out: wp.array[float]):
-    i = wp.tid()
-    out[index[i]] = value[i]
+def _advance_arm(
+    q_target: wp.array2d[float], q_cmd: wp.array2d[float], gain: float, max_step: wp.array[float], dt: float,
+    finger_q: float, q_index: wp.array2d[int], dof_index: wp.array2d[int], out_q: wp.array[float], out_qd: wp.array[float],
+):
+    """One substep of the arm's reference in world ``tid``: a first-order lag toward the targets, capped at the joint
+    speed limits, written with the fixed fingers as joint coordinates and velocities (the kinematic links') or as
+    drive targets (the dynamic arm's)."""
+    world = wp.tid()
+    for j in range(7):
+        step = wp.clamp((q_target[world, j] - q_cmd[world, j]) * gain, -max_step[j], max_step[j])
+        q_cmd[world, j] = q_cmd[world, j] + step
+        out_q[q_index[world, j]] = q_cmd[world, j]
+        out_qd[dof_index[world, j]] = step / dt
+    for j in range(7, 9):
+        out_q[q_index[world, j]] = finger_q
+        out_qd[dof_index[world, j]] = 0.0
 
 
 def _add_arm_drives(builder: newton.ModelBuilder, layout, robot) -> None:
@@ -184,7 +205,8 @@ class Twin:
         self.sim_dt = self.control_dt / self.cfg.substeps
         self.geometry = block_geometry(task)
 
-        contact = ContactSettings(gap=self.cfg.contact_gap, margin=self.cfg.contact_margin, friction_max=self.cfg.solver == "mujoco")
+        contact = ContactSettings(gap=self.cfg.contact_gap, margin=self.cfg.contact_margin, friction_max=self.cfg.solver == "mujoco",
+                                  spheres=self.cfg.contact_spheres)
         gravity = (0.0, 0.0, self.cfg.gravity)
         world, self.layout = build_world(task, self.geometry, contact, gravity)
         self._dynamic = self.cfg.robot == "dynamic"
@@ -232,15 +254,21 @@ class Twin:
         ang[self._object_bodies.ravel()] = task.physical.angular_damping
         self._linear_damping = wp.array(lin, dtype=float, device=self.cfg.device)
         self._angular_damping = wp.array(ang, dtype=float, device=self.cfg.device)
-        self._q_cmd = np.zeros((self.num_worlds, 7))  # the arm's reference (kinematic: its actual joints)
+        # The arm's reference (kinematic: its actual joints) and targets live on the device, so a step is kernel
+        # launches only (capturable in a CUDA graph); the targets are also kept here for robot_q_target().
+        self._q_cmd = wp.zeros((self.num_worlds, 7), dtype=float, device=self.cfg.device)
+        self._q_target_device = wp.zeros((self.num_worlds, 7), dtype=float, device=self.cfg.device)
         self._q_target = np.zeros((self.num_worlds, 7))
+        self._max_step = wp.array(franka.QD_MAX * self.sim_dt, dtype=float, device=self.cfg.device)
         # The robot's joint coordinates (arm, then fingers) and dofs, written each substep without touching the
         # block's: SolverMuJoCo integrates the block from state.joint_q/joint_qd, so rewriting them would pin it.
-        robot_q = np.concatenate([self._arm_q, self._finger_q], axis=1).ravel()
-        robot_dof = np.concatenate([self._arm_dof, self._finger_dof], axis=1).ravel()
+        robot_q = np.concatenate([self._arm_q, self._finger_q], axis=1)
+        robot_dof = np.concatenate([self._arm_dof, self._finger_dof], axis=1)
         self._robot_q_index = wp.array(robot_q, dtype=int, device=self.cfg.device)
         self._robot_dof_index = wp.array(robot_dof, dtype=int, device=self.cfg.device)
         self.object_wrench = np.zeros((self.num_worlds, len(self.object_names), 6))
+        self._capturable = self.cfg.graph_capture and self.cfg.solver == "xpbd" and self.cfg.substeps % 2 == 0
+        self._graph = None
         self._ik_q = wp.zeros_like(self.model.joint_q)
         self._ik_qd = wp.zeros_like(self.model.joint_qd)
         self.reset()
@@ -334,24 +362,43 @@ class Twin:
         self.state.joint_qd.assign(joint_qd.ravel())
         mask = wp.array(np.isin(self._articulation_world, ids), dtype=bool, device=self.cfg.device)
         newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=mask)
-        self._q_cmd[ids] = q
+        q_cmd = self._q_cmd.numpy()
+        q_cmd[ids] = q
+        self._q_cmd.assign(q_cmd)
         self._q_target[ids] = q
-        if self._dynamic:  # drives hold the reset pose
-            fingers = np.full(self._finger_q.shape, self.task.robot.finger_q)
-            self._write_drive_targets(np.concatenate([self._q_cmd, fingers], axis=1).ravel(), np.zeros(self._robot_dof_index.shape[0]))
+        self._q_target_device.assign(self._q_target)
+        if self._dynamic:  # drives hold the reset pose: one reference step of zero length
+            self._advance_arm(gain=0.0)
 
     def step(self, robot_q_target=None) -> None:
         """One control step (``control_dt``): set the arm targets [N, 7] (None: keep), then run the substeps."""
         if robot_q_target is not None:
             target = self._checked("robot_q_target", robot_q_target, (self.num_worlds, 7))
             self._q_target = np.clip(target, franka.Q_MIN, franka.Q_MAX)
+            self._q_target_device.assign(self._q_target)
         wrench = self._checked("object_wrench", self.object_wrench, (self.num_worlds, len(self.object_names), 6))
         base = np.zeros((self.model.body_count, 6), dtype=np.float32)
         base[self._object_bodies.ravel()] = wrench.reshape(-1, 6)
         self._base_f.assign(base)
+        if not self._capturable:
+            self._substeps()
+            return
+        if self._graph is None:
+            # The substeps' ~70 launches recorded once (Warp records CPU launches as it records CUDA kernels; nothing
+            # runs while recording) and replayed every step: their Python cost was most of a CPU step (docs/twin.md).
+            # The graph holds the arrays, so targets and wrenches go in by copy and the states must be where they
+            # were recorded: an even number of substeps leaves them so.
+            with wp.ScopedCapture(device=self.cfg.device, force_module_load=False) as capture:
+                self._substeps()
+            self._graph = capture.graph
+        wp.capture_launch(self._graph)
+
+    def _substeps(self) -> None:
         gain = 1.0 - np.exp(-self.sim_dt / self.task.robot.tracking_time_constant)
         for substep in range(self.cfg.substeps):
-            self._drive_robot(gain)
+            self._advance_arm(gain)
+            if not self._dynamic:  # the kinematic links follow their joints
+                newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=self._robot_articulations)
             wp.launch(
                 _apply_body_forces,
                 dim=self.model.body_count,
@@ -372,25 +419,13 @@ class Twin:
             self.solver.step(self.state, self._next_state, self.control, self.contacts, self.sim_dt)
             self.state, self._next_state = self._next_state, self.state
 
-    def _drive_robot(self, gain: float) -> None:
-        """Advance the arm one substep toward its targets and write its links' poses and twists (kinematic bodies)."""
-        step = np.clip((self._q_target - self._q_cmd) * gain, -franka.QD_MAX * self.sim_dt, franka.QD_MAX * self.sim_dt)
-        self._q_cmd = self._q_cmd + step
-        fingers = np.full(self._finger_q.shape, self.task.robot.finger_q)
-        q = np.concatenate([self._q_cmd, fingers], axis=1).ravel()
-        qd = np.concatenate([step / self.sim_dt, np.zeros_like(fingers)], axis=1).ravel()
-        if self._dynamic:
-            # The same reference drives the joints' PD (position + velocity feed-forward); the solver moves the links.
-            self._write_drive_targets(q, qd)
-            return
-        for index, value, out in ((self._robot_q_index, q, self.state.joint_q), (self._robot_dof_index, qd, self.state.joint_qd)):
-            wp.launch(_scatter, dim=len(value), inputs=[index, wp.array(value, dtype=float, device=self.cfg.device)], outputs=[out], device=self.cfg.device)
-        newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state, mask=self._robot_articulations)
-
-    def _write_drive_targets(self, q: np.ndarray, qd: np.ndarray) -> None:
-        """robot="dynamic": joint drive targets (coordinate layout for q, dof layout for qd; equal for the robot)."""
-        for index, value, out in ((self._robot_q_index, q, self.control.joint_target_q), (self._robot_dof_index, qd, self.control.joint_target_qd)):
-            wp.launch(_scatter, dim=len(value), inputs=[index, wp.array(value, dtype=float, device=self.cfg.device)], outputs=[out], device=self.cfg.device)
+    def _advance_arm(self, gain: float) -> None:
+        """One substep of the arm's reference toward its targets: the kinematic links' joints, or the dynamic arm's
+        drive targets (the same reference drives the joints' PD, position + velocity feed-forward)."""
+        out = (self.control.joint_target_q, self.control.joint_target_qd) if self._dynamic else (self.state.joint_q, self.state.joint_qd)
+        wp.launch(_advance_arm, dim=self.num_worlds, device=self.cfg.device,
+                  inputs=[self._q_target_device, self._q_cmd, gain, self._max_step, self.sim_dt, self.task.robot.finger_q,
+                          self._robot_q_index, self._robot_dof_index], outputs=list(out))
 
     # ---- state views ---------------------------------------------------------------------------------------
     def object_poses(self) -> np.ndarray:
@@ -412,6 +447,10 @@ class Twin:
 
     def robot_q_target(self) -> np.ndarray:
         return self._q_target.copy()
+
+    def robot_q_reference(self) -> np.ndarray:
+        """``(N, 7)``: the lagged, speed-capped reference the arm follows (kinematic: its joints; dynamic: its drives' target)."""
+        return self._q_cmd.numpy().astype(np.float64)
 
     @property
     def robot_link_names(self) -> list[str]:
