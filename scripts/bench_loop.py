@@ -207,8 +207,9 @@ def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[in
         result["fixed_delay"] = [{"delay_ticks": k, **{key: value for key, value in loop_figures(runs).items()
                                                       if key.startswith(("sync", "correction_age"))}}
                                  for k, runs in delayed.items()]
-    result["pipelined_over_serial_sync"] = round(
-        result["pipelined"]["sync_pos_mm_median"] / max(result["serial"]["sync_pos_mm_median"], 1e-9), 2)
+    for name in ("pipelined", "pipelined_thread"):
+        result[f"{name}_over_serial_sync"] = round(
+            result[name]["sync_pos_mm_median"] / max(result["serial"]["sync_pos_mm_median"], 1e-9), 2)
     return result
 
 

@@ -48,9 +48,12 @@ def push_targets(session: Bridge, lateral: float) -> np.ndarray:
     return np.concatenate([push, np.repeat(push[-1:], 30, axis=0)])
 
 
-def _override(item: str) -> tuple[str, int | float]:
-    """``KEY=VALUE`` -> (key, int or float): counts such as ``iterations=6`` stay integers."""
+def _override(item: str) -> tuple[str, bool | int | float]:
+    """``KEY=VALUE`` -> (key, bool, int or float): counts such as ``iterations=6`` stay integers, true/false are
+    switches such as ``occluder_layer=false``."""
     key, value = item.split("=", 1)
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
     return key, int(value) if value.lstrip("-").isdigit() else float(value)
 
 

@@ -124,6 +124,23 @@ def test_robot_occluder_keeps_a_hidden_block_from_being_pulled(scene):
     assert f_with < 0.25 * f_without, (f_with, f_without)
 
 
+def test_occluder_layer_reads_as_compositing_the_occluder(scene):
+    # The robot rendered once into a layer per update (occluder_layer, default) against its Gaussians composited in
+    # every iteration: the same reading when it hovers in front of the block (no depth interleaving).
+    cloud, com, cams = scene
+    g = torch.Generator().manual_seed(0)
+    n = 300
+    means = torch.tensor([CENTER[0] + 0.07, 0.015, 0.06]) + (torch.rand(n, 3, generator=g) - 0.5) * torch.tensor([0.07, 0.07, 0.04])
+    occluder = GaussianCloud(means, torch.tensor([1.0, 0, 0, 0]).expand(n, 4).contiguous(), torch.full((n, 3), 0.008),
+                             torch.full((n,), 0.95), torch.full((n, 3), 0.85), torch.full((n,), STATIC_WORLD, dtype=torch.int64))
+    frames = _observe(cloud, cams, _pose(0.01, -0.006), occluder)
+    readings = [VisualForceSensor(VisualForceSensorCfg(occluder_layer=layer), cloud, cams, com).update(_pose()[None], frames, occluder)
+                for layer in (False, True)]
+    assert np.linalg.norm(readings[0].wrench[0, :3]) > 0.1  # the block is pulled toward where it is seen
+    np.testing.assert_allclose(readings[1].wrench, readings[0].wrench, atol=1e-3 * np.abs(readings[0].wrench).max())  # float32 sums in another order
+    assert readings[1].loss_before == pytest.approx(readings[0].loss_before, rel=1e-4)
+
+
 def test_bad_config_and_bad_poses_give_one_clear_error(scene):
     cloud, com, cams = scene
     from real_is_sim.config import load_config

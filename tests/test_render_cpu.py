@@ -203,3 +203,54 @@ def test_tile_split_covers_every_tile_once_with_balanced_work():
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # consecutive, no gap, no overlap
         work = [entries[a:b].sum() for a, b in ranges]
         assert max(work) - min(work) <= 2 * entries.max()
+
+
+def _layer_scene(seed, n, z0, z1):
+    g = torch.Generator().manual_seed(seed)
+    means = torch.rand(n, 3, generator=g) * torch.tensor([0.2, 0.2, z1 - z0]) + torch.tensor([-0.1, -0.1, z0])
+    return [means, torch.randn(n, 4, generator=g), torch.rand(n, 3, generator=g) * 0.01 + 0.003,
+            torch.rand(n, generator=g) * 0.8 + 0.2, torch.rand(n, 3, generator=g)]
+
+
+@pytest.mark.parametrize("occluder_depth", [(0.30, 0.35), (0.70, 0.80), (0.49, 0.51)], ids=["front", "behind", "between"])
+def test_static_layer_equals_rendering_its_gaussians(occluder_depth):
+    # Occluders rendered once into a layer and composited at their depth give the joint render's image and gradients
+    # wherever they do not interleave in depth with the rendered Gaussians: in front, behind, or between two groups
+    # (the layer then goes in mid-list, and the backward pass must undo it there).
+    viewmats = torch.eye(4)[None].repeat(2, 1, 1)
+    viewmats[1, 0, 3] = 0.02
+    Ks = torch.tensor([[300.0, 0, 80], [0, 300.0, 60], [0, 0, 1]])[None].repeat(2, 1, 1)
+    width, height, weights = 160, 120, torch.linspace(0.2, 1.0, 3)
+    background = torch.rand(2, height, width, 3, generator=torch.Generator().manual_seed(9))
+    near, far = _layer_scene(1, 30, 0.38, 0.42), _layer_scene(3, 30, 0.58, 0.62)
+    objects = [torch.cat([a, b]) for a, b in zip(near, far)]
+    occluders = _layer_scene(2, 150, *occluder_depth)
+    results = []
+    for joint in (True, False):
+        fields = [f.clone().requires_grad_(k in (0, 3)) for k, f in enumerate(objects)]
+        if joint:
+            image = rasterization(*[torch.cat([f, o]) for f, o in zip(fields, occluders)], viewmats, Ks, width, height,
+                                  backgrounds=background, backend="cpu")[0]
+        else:
+            layer = cpu_backend.render_layer(*occluders, viewmats, Ks, width, height, eps2d=0.3)
+            image = rasterization(*fields, viewmats, Ks, width, height, backgrounds=background, backend="cpu", layer=layer)[0]
+        (image * weights).sum().backward()
+        results.append((image.detach(), fields[0].grad, fields[3].grad))
+    (joint_image, joint_means, joint_opacities), (layer_image, layer_means, layer_opacities) = results
+    assert (joint_image - background).abs().amax() > 0.1  # the Gaussians are in the picture
+    torch.testing.assert_close(layer_image, joint_image, atol=1e-5, rtol=0)
+    torch.testing.assert_close(layer_means, joint_means, atol=1e-5 * joint_means.abs().max().item(), rtol=1e-4)
+    torch.testing.assert_close(layer_opacities, joint_opacities, atol=1e-5 * joint_opacities.abs().max().item(), rtol=1e-4)
+
+
+def test_static_layer_alone_and_bad_layers():
+    viewmats, Ks = torch.eye(4)[None], torch.tensor([[[300.0, 0, 80], [0, 300.0, 60], [0, 0, 1]]])
+    occluders = _layer_scene(2, 50, 0.4, 0.5)
+    background = torch.full((1, 3), 0.25)
+    layer = cpu_backend.render_layer(*occluders, viewmats, Ks, 160, 120, eps2d=0.3)
+    joint = rasterization(*occluders, viewmats, Ks, 160, 120, backgrounds=background, backend="cpu")[0]
+    empty = [torch.zeros(0, 3), torch.zeros(0, 4), torch.zeros(0, 3), torch.zeros(0), torch.zeros(0, 3)]
+    alone = rasterization(*empty, viewmats, Ks, 160, 120, backgrounds=background, backend="cpu", layer=layer)[0]
+    torch.testing.assert_close(alone, joint, atol=1e-6, rtol=0)  # no Gaussians: the layer over the background
+    with pytest.raises(RenderError, match="static layer has 19200 pixels"):
+        rasterization(*occluders, viewmats, Ks, 80, 60, backend="cpu", layer=layer)

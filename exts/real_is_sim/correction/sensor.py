@@ -101,6 +101,10 @@ class VisualForceSensorCfg:
     # full-resolution windows at 60 Hz. The loss stays a per-pixel mean, so kp and adam_eps keep their meaning, and
     # the 2D low-pass stays 0.3 px^2 of the camera's pixels.
     render_downscale: int = 1
+    # cpu backend: the occluders (the robot) rendered once per update into a per-pixel layer that each iteration
+    # composites at its depth, instead of compositing their Gaussians with the objects' in every iteration and its
+    # backward pass. Exact where the robot and an object do not interleave in depth at a pixel (docs/render.md).
+    occluder_layer: bool = True
 
     def __post_init__(self):
         if self.iterations < 0:
@@ -267,6 +271,7 @@ class VisualForceSensor:
         quats = quats0.detach().clone().requires_grad_(True)
         adam = torch.optim.Adam([{"params": [means], "lr": self.cfg.lr_means}, {"params": [quats], "lr": self.cfg.lr_quats}],
                                 eps=self.cfg.adam_eps)
+        occluders = self._occluders_for(occluders, view)
         losses = []
         for it in range(max(self.cfg.iterations, 1)):
             image = self._render(means, quats, occluders, view)
@@ -353,6 +358,7 @@ class VisualForceSensor:
         view = self._views([i for i, c in enumerate(self.cameras) if c.name in used],
                            torch.cat([means for means, _ in posed]))
         targets = view.crop(targets)
+        occluders = self._occluders_for(occluders, view)
         return np.array([float(self._photometric_loss(self._render(m, q, occluders, view), targets))
                          for m, q in posed])
 
@@ -420,19 +426,33 @@ class VisualForceSensor:
         view.backgrounds = view.crop([self._backgrounds[i] for i in indices])
         return view
 
+    def _occluders_for(self, occluders: GaussianCloud | None, view: "_Views"):
+        """The occluders as the renders of this update take them: a layer rendered once (cpu backend,
+        ``occluder_layer``), or the cloud itself, composited with the objects in every render."""
+        if occluders is None or not self.cfg.occluder_layer or self._device.type != "cpu":
+            return occluders
+        from real_is_sim.render.cpu_backend import render_layer  # Warp: the cpu backend only
+
+        width, height = view.render_size
+        return render_layer(occluders.means, occluders.quats, occluders.scales, occluders.opacities, occluders.colors,
+                            view.viewmats, view.Ks, width, height, eps2d=EPS2D / view.downscale**2,
+                            threads=self.cfg.render_threads)
+
     def _render(self, means, quats, occluders, view: "_Views") -> torch.Tensor:
-        """The objects' Gaussians at ``means``/``quats`` (world) over the backgrounds, occluders in front where
-        they are."""
+        """The objects' Gaussians at ``means``/``quats`` (world) over the backgrounds, occluders (a cloud or a
+        :class:`StaticLayer`) in front where they are."""
         c = self.cloud
         objects = GaussianCloud(means, quats, c.scales, c.opacities, c.colors, torch.full_like(c.body_ids, STATIC_WORLD))
-        clouds = [objects] if occluders is None else [objects, occluders]
+        layer = None if occluders is None or isinstance(occluders, GaussianCloud) else occluders
+        clouds = [objects, occluders] if isinstance(occluders, GaussianCloud) else [objects]
         width, height = view.render_size
         # The low-pass stays EPS2D in the camera's own pixels: with 0.3 px^2 of the coarse grid, small Gaussians
         # would render wider than the area-averaged frames show them (measured: zero-error loss 25x higher).
+        extra = {"layer": layer} if layer is not None else {}
         image, _, _ = render_clouds(
             clouds, [None] * len(clouds), view.viewmats, view.Ks, width, height,
             requires_grad=[True] + [False] * (len(clouds) - 1), backgrounds=view.backgrounds, backend=self.cfg.backend,
-            threads=self.cfg.render_threads, eps2d=EPS2D / view.downscale**2,
+            threads=self.cfg.render_threads, eps2d=EPS2D / view.downscale**2, **extra,
         )
         return image
 

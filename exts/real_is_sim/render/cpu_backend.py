@@ -135,18 +135,37 @@ def _ellipse_columns(m: wp.vec2, q: wp.vec3, limit: float, y: int, x0: int, x1: 
     return int(lo), int(hi)
 
 
+@wp.func
+def _apply_layer(pixel: int, entry: int, layer_rgb: wp.array(dtype=wp.vec3), layer_T: wp.array(dtype=float),
+                 out_rgb: wp.array(dtype=wp.vec3), out_T: wp.array(dtype=float), layer_at: wp.array(dtype=wp.int32),
+                 layer_T_in: wp.array(dtype=float)):
+    """Composite the static layer over a pixel at list position ``entry``; True when the pixel is saturated."""
+    T = out_T[pixel]
+    out_rgb[pixel] = out_rgb[pixel] + layer_rgb[pixel] * T
+    layer_T_in[pixel] = T
+    layer_at[pixel] = entry
+    next_T = T * layer_T[pixel]
+    out_T[pixel] = next_T
+    return next_T <= TRANSMITTANCE_THRESHOLD
+
+
 @wp.kernel(enable_backward=False)
 def _composite_forward(
     # per entry of the tile lists (gathered in list order, so the loop reads memory in sequence)
     means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), opacities: wp.array(dtype=float),
-    colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float),
+    colors: wp.array(dtype=wp.vec3), log_opacity_limits: wp.array(dtype=float), depths: wp.array(dtype=float),
     tile_keys: wp.array(dtype=wp.int32), tile_starts: wp.array(dtype=wp.int32), tile_ends: wp.array(dtype=wp.int32),
     first_tile: int, width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
+    # the static layer per pixel (use_layer 0: ignored): premultiplied colour, transmittance, depth
+    use_layer: int, layer_rgb: wp.array(dtype=wp.vec3), layer_T: wp.array(dtype=float), layer_depth: wp.array(dtype=float),
     done: wp.array(dtype=wp.int32),  # zeros: set where a pixel's transmittance ran out
     out_rgb: wp.array(dtype=wp.vec3), out_T: wp.array(dtype=float), out_count: wp.array(dtype=wp.int32),
+    out_depth: wp.array(dtype=float),  # sum of depth * weight: the expected depth times alpha
+    layer_at: wp.array(dtype=wp.int32), layer_T_in: wp.array(dtype=float),  # -1 / -: where the layer went in
 ):
     # One thread per tile, Gaussians front to back, each over only the pixels its ellipse may reach (the
     # same per-pixel arithmetic, in the same order, as one pixel at a time). out_rgb/out_T come as 0/1.
+    # The layer goes in before the first Gaussian behind it that reaches the pixel, else after the last.
     active = first_tile + wp.tid()
     cam, x0, y0, x1, y1 = _tile_box(active, tile_keys, tiles_x, tiles_per_camera, tile_size, width, height)
     alive = (x1 - x0) * (y1 - y0)
@@ -156,6 +175,7 @@ def _composite_forward(
         q = conics[i]
         limit = log_opacity_limits[i]
         opacity = opacities[i]
+        depth = depths[i]
         rows = _ellipse_rows(m, q, limit, y0, y1)
         for y in range(rows[0], rows[1]):
             dy = m[1] - (float(y) + 0.5)
@@ -164,6 +184,13 @@ def _composite_forward(
                 pixel = (cam * height + y) * width + x
                 if done[pixel] != 0:
                     continue
+                if use_layer != 0:  # nested: Warp evaluates every operand of an `and` (the layer arrays may be empty)
+                    if layer_at[pixel] < 0:
+                        if depth > layer_depth[pixel]:
+                            if _apply_layer(pixel, i - start, layer_rgb, layer_T, out_rgb, out_T, layer_at, layer_T_in):
+                                done[pixel] = 1
+                                alive -= 1
+                                continue
                 dx = m[0] - (float(x) + 0.5)
                 sigma = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
                 if sigma < 0.0 or sigma > limit:  # alpha < 1/255 for sure: skip the exp
@@ -178,10 +205,18 @@ def _composite_forward(
                     alive -= 1
                     continue
                 out_rgb[pixel] = out_rgb[pixel] + colors[i] * (alpha * T)
+                out_depth[pixel] = out_depth[pixel] + depth * (alpha * T)
                 out_T[pixel] = next_T
                 out_count[pixel] = i - start + 1
         if alive == 0:  # every pixel of the tile is saturated
             break
+    if use_layer != 0 and alive > 0:
+        for y in range(y0, y1):
+            for x in range(x0, x1):
+                pixel = (cam * height + y) * width + x
+                if done[pixel] == 0 and layer_at[pixel] < 0:
+                    if _apply_layer(pixel, tile_ends[active] - start, layer_rgb, layer_T, out_rgb, out_T, layer_at, layer_T_in):
+                        done[pixel] = 1
 
 
 @wp.kernel(enable_backward=False)
@@ -192,15 +227,17 @@ def _composite_backward(
     tile_keys: wp.array(dtype=wp.int32), tile_starts: wp.array(dtype=wp.int32),
     first_tile: int, width: int, height: int, tiles_x: int, tiles_per_camera: int, tile_size: int,
     final_T: wp.array(dtype=float), counts: wp.array(dtype=wp.int32),
+    use_layer: int, layer_rgb: wp.array(dtype=wp.vec3), layer_at: wp.array(dtype=wp.int32), layer_T_in: wp.array(dtype=float),
     v_rgb: wp.array(dtype=wp.vec3), v_alpha: wp.array(dtype=float),
-    T_now: wp.array(dtype=float), behind: wp.array(dtype=wp.vec3),  # per-pixel scratch
+    T_now: wp.array(dtype=float), behind: wp.array(dtype=wp.vec3), pending: wp.array(dtype=wp.int32),  # per-pixel scratch
     v_means2d: wp.array(dtype=wp.vec2), v_conics: wp.array(dtype=wp.vec3), v_opacities: wp.array(dtype=float),
     v_colors: wp.array(dtype=wp.vec3),
 ):
     # One thread per tile, Gaussians back to front over the pixels their ellipse may reach, each pixel only
     # over the Gaussians its forward pass walked. Per flatten id, the gradient sums run over the pixels in the
     # same order as one pixel at a time, so the result is the same. Threads of different cameras never share
-    # an entry of v_* (they are per camera and Gaussian).
+    # an entry of v_* (they are per camera and Gaussian). The static layer is undone where the walk passes it: the
+    # transmittance in front of it restored, its colour added to what lies behind.
     active = first_tile + wp.tid()
     cam, x0, y0, x1, y1 = _tile_box(active, tile_keys, tiles_x, tiles_per_camera, tile_size, width, height)
     longest = int(0)
@@ -209,6 +246,7 @@ def _composite_backward(
             pixel = (cam * height + y) * width + x
             T_now[pixel] = final_T[pixel]
             behind[pixel] = wp.vec3(0.0)  # colour composited behind the current Gaussian
+            pending[pixel] = wp.where(use_layer != 0 and layer_at[pixel] >= 0, 1, 0)
             longest = wp.max(longest, counts[pixel])
     start = tile_starts[active]
     for j in range(longest):
@@ -227,6 +265,10 @@ def _composite_backward(
                 pixel = (cam * height + y) * width + x
                 if i - start >= counts[pixel]:  # the forward pass stopped before this Gaussian
                     continue
+                if pending[pixel] != 0 and i - start < layer_at[pixel]:  # this Gaussian is in front of the layer
+                    T_now[pixel] = layer_T_in[pixel]
+                    behind[pixel] = behind[pixel] + layer_rgb[pixel] * layer_T_in[pixel]
+                    pending[pixel] = 0
                 dx = m[0] - (float(x) + 0.5)
                 sigma = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
                 if sigma < 0.0 or sigma > limit:
@@ -323,12 +365,12 @@ def _per_view_arrays(opacities: torch.Tensor, colors: torch.Tensor, n_cameras: i
     return opacities, colors.repeat(n_cameras, 1).contiguous(), limits
 
 
-def _gather_records(tiles: TileLists, means2d, conics, per_view) -> list[torch.Tensor]:
-    """means2d, conics, opacities, colours, sigma limits of every tile-list entry, in list order."""
+def _gather_records(tiles: TileLists, means2d, conics, per_view, depths) -> list[torch.Tensor]:
+    """means2d, conics, opacities, colours, sigma limits, depths of every tile-list entry, in list order."""
     index = torch.from_numpy(tiles.flatten_ids).long()
     opacities, colors, limits = per_view
     return [means2d[index].contiguous(), conics[index].contiguous(), opacities[index].contiguous(),
-            colors[index].contiguous(), limits[index].contiguous()]
+            colors[index].contiguous(), limits[index].contiguous(), depths[index].contiguous()]
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -377,70 +419,143 @@ def _wp(t, dtype=wp.float32):
     return array
 
 
+@dataclass
+class StaticLayer:
+    """Gaussians that never move during a render loop (e.g. the robot while the sensor optimises the objects),
+    composited once per pixel: ``rgb`` [C*H*W, 3] premultiplied colour, ``T`` [C*H*W] transmittance, ``depth``
+    [C*H*W] expected depth (inf where they cover nothing). A render with the layer inserts it, per pixel, before the
+    first Gaussian deeper than its depth: exact where the static Gaussians and the rendered ones do not interleave
+    in depth at a pixel (docs/render.md)."""
+
+    rgb: torch.Tensor
+    T: torch.Tensor
+    depth: torch.Tensor
+
+
+def _no_layer(pixels: int) -> StaticLayer:
+    return StaticLayer(torch.zeros(pixels, 3), torch.ones(pixels), torch.full((pixels,), float("inf")))
+
+
+def _composite(inputs, settings, layer: StaticLayer | None):
+    """Project, bin and composite front to back; every array the backward pass needs."""
+    width, height, eps2d, near_plane, far_plane, tile_size, threads = settings
+    C, N = inputs[5].shape[0], inputs[0].shape[0]
+    pixels = C * height * width
+    means2d, conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
+    depths, radii = torch.zeros(C * N), torch.zeros(C * N, 2, dtype=torch.int32)
+    project_args = [_wp(inputs[0], wp.vec3), _wp(inputs[1], wp.vec4), _wp(inputs[2], wp.vec3), _wp(inputs[3]),
+                    _wp(inputs[5], wp.mat44), _wp(inputs[6], wp.mat33), N, width, height, eps2d, near_plane, far_plane]
+    projected = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)]
+    wp.launch(_project, dim=C * N, inputs=project_args, outputs=projected, device="cpu")
+    per_view = _per_view_arrays(inputs[3], inputs[4], C)
+    tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), N, width, height, tile_size,
+                           conics.numpy(), per_view[2].numpy())
+    if layer is not None:  # the layer's pixels need tiles even where no Gaussian reaches
+        tiles = _with_layer_tiles(tiles, layer, C, width, height)
+    rgb, T = torch.zeros(pixels, 3), torch.ones(pixels)
+    counts, depth_sum = torch.zeros(pixels, dtype=torch.int32), torch.zeros(pixels)
+    layer_at, layer_T_in = torch.full((pixels,), -1, dtype=torch.int32), torch.zeros(pixels)
+    used = layer if layer is not None else _no_layer(1)
+    layer_args = [int(layer is not None), _wp(used.rgb.contiguous(), wp.vec3), _wp(used.T.contiguous()),
+                  _wp(used.depth.contiguous())]
+    records = _gather_records(tiles, means2d, conics, per_view, depths)
+    gaussians = [_wp(t, d) for t, d in zip(records, (wp.vec2, wp.vec3, wp.float32, wp.vec3, wp.float32, wp.float32))]
+    tile_args = [_wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
+    geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
+    done = torch.zeros(pixels, dtype=torch.int32)
+    outputs = [_wp(done, wp.int32), _wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32), _wp(depth_sum),
+               _wp(layer_at, wp.int32), _wp(layer_T_in)]
+    ranges = split_tiles(tiles, threads)
+
+    def composite(first, last, _):  # tiles own disjoint pixels: the threads write disjoint memory
+        wp.launch(_composite_forward, dim=last - first, device="cpu",
+                  inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry, *layer_args],
+                  outputs=outputs)
+
+    _run_ranges(composite, ranges)
+    return dict(rgb=rgb, T=T, counts=counts, depth_sum=depth_sum, layer_at=layer_at, layer_T_in=layer_T_in,
+                means2d=means2d, conics=conics, depths=depths, radii=radii, records=records, tiles=tiles, ranges=ranges,
+                project_args=project_args, projected=projected, gaussians=gaussians[:5], tile_args=tile_args,
+                layer_args=layer_args)
+
+
+def _with_layer_tiles(tiles: TileLists, layer: StaticLayer, C: int, width: int, height: int) -> TileLists:
+    """The tile lists plus an empty list for every tile the layer covers and no Gaussian reaches."""
+    covered = (layer.T.reshape(C, height, width) < 1.0).numpy()
+    pad_y, pad_x = tiles.tiles_y * tiles.tile_size - height, tiles.tiles_x * tiles.tile_size - width
+    covered = np.pad(covered, ((0, 0), (0, pad_y), (0, pad_x)))
+    per_tile = covered.reshape(C, tiles.tiles_y, tiles.tile_size, tiles.tiles_x, tiles.tile_size).any(axis=(2, 4))
+    layer_keys = np.flatnonzero(per_tile.ravel()).astype(np.int32)
+    extra = np.setdiff1d(layer_keys, tiles.tile_keys)
+    if len(extra) == 0:
+        return tiles
+    keys = np.concatenate([tiles.tile_keys, extra])
+    ends = np.concatenate([tiles.tile_ends, np.zeros(len(extra), np.int32)])
+    starts = np.concatenate([tiles.tile_starts, np.zeros(len(extra), np.int32)])
+    order = np.argsort(keys, kind="stable")
+    return TileLists(tiles.flatten_ids, keys[order], starts[order], ends[order], tiles.tiles_x, tiles.tiles_y,
+                     tiles.tile_size)
+
+
+@torch.no_grad()
+def render_layer(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, eps2d: float,
+                 near_plane: float = 0.01, far_plane: float = 1e10, tile_size: int = TILE_SIZE, threads: int = 1) -> StaticLayer:
+    """A :class:`StaticLayer` of these Gaussians (the cameras and image size of the renders it will go into)."""
+    inputs = [t.detach().float().contiguous().cpu() for t in (means, quats, scales, opacities, colors, viewmats, Ks)]
+    out = _composite(inputs, (width, height, float(eps2d), near_plane, far_plane, tile_size, threads), None)
+    alpha = 1.0 - out["T"]
+    depth = torch.where(alpha > 1e-6, out["depth_sum"] / alpha.clamp_min(1e-6), torch.full_like(alpha, float("inf")))
+    return StaticLayer(out["rgb"], out["T"], depth)
+
+
 class RasterizeCPU(torch.autograd.Function):
-    """(means, quats, scales, opacities, colors) -> (rgb [C,H,W,3] without background, alpha [C,H,W,1])."""
+    """(means, quats, scales, opacities, colors) -> (rgb [C,H,W,3] without background, alpha [C,H,W,1]); with a
+    :class:`StaticLayer`, composited with it."""
 
     @staticmethod
-    def forward(ctx, means, quats, scales, opacities, colors, viewmats, Ks, settings):
-        width, height, eps2d, near_plane, far_plane, tile_size, threads = settings
-        C, N = viewmats.shape[0], means.shape[0]
+    def forward(ctx, means, quats, scales, opacities, colors, viewmats, Ks, settings, layer=None):
+        width, height = settings[0], settings[1]
+        C = viewmats.shape[0]
         inputs = [t.detach().float().contiguous() for t in (means, quats, scales, opacities, colors, viewmats, Ks)]
-        means2d, conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
-        depths, radii = torch.zeros(C * N), torch.zeros(C * N, 2, dtype=torch.int32)
-        project_args = [_wp(inputs[0], wp.vec3), _wp(inputs[1], wp.vec4), _wp(inputs[2], wp.vec3), _wp(inputs[3]),
-                        _wp(inputs[5], wp.mat44), _wp(inputs[6], wp.mat33), N, width, height, eps2d, near_plane, far_plane]
-        projected = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)]
-        wp.launch(_project, dim=C * N, inputs=project_args, outputs=projected, device="cpu")
-        per_view = _per_view_arrays(inputs[3], inputs[4], C)
-        tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), N, width, height, tile_size,
-                               conics.numpy(), per_view[2].numpy())
-        rgb, T = torch.zeros(C * height * width, 3), torch.ones(C * height * width)
-        counts = torch.zeros(C * height * width, dtype=torch.int32)
-        records = _gather_records(tiles, means2d, conics, per_view)
-        gaussians = [_wp(t, d) for t, d in zip(records, (wp.vec2, wp.vec3, wp.float32, wp.vec3, wp.float32))]
-        tile_args = [_wp(tiles.tile_keys, wp.int32), _wp(tiles.tile_starts, wp.int32)]
-        geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
-        done = torch.zeros(C * height * width, dtype=torch.int32)
-        outputs = [_wp(done, wp.int32), _wp(rgb, wp.vec3), _wp(T), _wp(counts, wp.int32)]
-
-        ranges = split_tiles(tiles, threads)
-
-        def composite(first, last, _):  # tiles own disjoint pixels: the threads write disjoint memory
-            wp.launch(_composite_forward, dim=last - first, device="cpu",
-                      inputs=[*gaussians, *tile_args, _wp(tiles.tile_ends, wp.int32), first, *geometry], outputs=outputs)
-
-        _run_ranges(composite, ranges)
-        ctx.save_for_backward(T, *inputs, means2d, conics, depths, radii, counts, *records)
-        ctx.tiles, ctx.ranges, ctx.settings = tiles, ranges, settings
-        ctx.views = project_args[:6], projected, gaussians, tile_args, outputs[2:]  # reused by backward
-        ctx.mark_non_differentiable(means2d, conics, depths, radii)
-        return rgb.reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width, 1), means2d, conics, depths, radii
+        out = _composite(inputs, settings, layer)
+        T = out["T"]
+        ctx.save_for_backward(T, *inputs, out["means2d"], out["conics"], out["depths"], out["radii"], out["counts"],
+                              out["layer_at"], out["layer_T_in"], *out["records"])
+        ctx.out, ctx.settings = out, settings
+        ctx.mark_non_differentiable(out["means2d"], out["conics"], out["depths"], out["radii"])
+        return (out["rgb"].reshape(C, height, width, 3), (1.0 - T).reshape(C, height, width, 1), out["means2d"],
+                out["conics"], out["depths"], out["radii"])
 
     @staticmethod
     def backward(ctx, v_rgb, v_alpha, *unused):
         T = ctx.saved_tensors[0]  # saved_tensors also checks that none was modified in place since
-        project_inputs, projected, gaussians, tile_args, (T_view, counts_view) = ctx.views
+        out = ctx.out
+        project_inputs, projected = out["project_args"][:6], out["projected"]
         width, height, eps2d, near_plane, far_plane, tile_size, threads = ctx.settings
-        tiles = ctx.tiles
+        tiles = out["tiles"]
         N = project_inputs[0].shape[0]
         C = project_inputs[4].shape[0]
         # one gradient buffer per thread (tiles of one camera share Gaussians), summed in a fixed order
-        K = len(ctx.ranges)
+        K = len(out["ranges"])
         per_thread = [torch.zeros(K, C * N, 2), torch.zeros(K, C * N, 3), torch.zeros(K, C * N), torch.zeros(K, C * N, 3)]
         v_rgb = torch.zeros(T.shape[0], 3) if v_rgb is None else v_rgb.reshape(-1, 3).float().contiguous()
         v_alpha = torch.zeros(T.shape[0]) if v_alpha is None else v_alpha.reshape(-1).float().contiguous()
         geometry = [width, height, tiles.tiles_x, tiles.tiles_x * tiles.tiles_y, tile_size]
-        gaussians = [*gaussians, _wp(tiles.flatten_ids, wp.int32)]
+        gaussians = [*out["gaussians"], _wp(tiles.flatten_ids, wp.int32)]
+        use_layer, layer_rgb = out["layer_args"][:2]
+        layer = [use_layer, layer_rgb, _wp(out["layer_at"], wp.int32), _wp(out["layer_T_in"])]
         T_now, behind = torch.empty_like(T), torch.empty(T.shape[0], 3)
-        per_pixel = [T_view, counts_view, _wp(v_rgb, wp.vec3), _wp(v_alpha), _wp(T_now), _wp(behind, wp.vec3)]
+        pending = torch.empty(T.shape[0], dtype=torch.int32)
+        per_pixel = [_wp(T), _wp(out["counts"], wp.int32), *layer, _wp(v_rgb, wp.vec3), _wp(v_alpha), _wp(T_now),
+                     _wp(behind, wp.vec3), _wp(pending, wp.int32)]
         dtypes = (wp.vec2, wp.vec3, wp.float32, wp.vec3)
 
         def composite_backward(first, last, k):
             grads_k = [_wp(g[k], d) for g, d in zip(per_thread, dtypes)]
             wp.launch(_composite_backward, dim=last - first, device="cpu",
-                      inputs=[*gaussians, *tile_args, first, *geometry, *per_pixel], outputs=grads_k)
+                      inputs=[*gaussians, *out["tile_args"], first, *geometry, *per_pixel], outputs=grads_k)
 
-        _run_ranges(composite_backward, ctx.ranges)
+        _run_ranges(composite_backward, out["ranges"])
         v_means2d, v_conics, v_opacities, v_colors = (g[0] if K == 1 else g.sum(0) for g in per_thread)
         grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
         v_means, v_quats, v_scales = torch.zeros(N, 3), torch.zeros(N, 4), torch.zeros(N, 3)
@@ -450,4 +565,4 @@ class RasterizeCPU(torch.autograd.Function):
                               0, 0, 0, 0.0, 0.0, 0.0],
                   adj_outputs=[grads[0], grads[1], None, None])
         return (v_means, v_quats, v_scales, v_opacities.reshape(C, N).sum(0), v_colors.reshape(C, N, 3).sum(0),
-                None, None, None)
+                None, None, None, None)

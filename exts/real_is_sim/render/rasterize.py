@@ -41,7 +41,7 @@ def _check(name: str, t, shape: tuple) -> None:
 
 def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
                   backgrounds=None, backend: str = "auto", near_plane: float = 0.01, far_plane: float = 1e10,
-                  eps2d: float = EPS2D, tile_size: int | None = None, threads: int = 1):
+                  eps2d: float = EPS2D, tile_size: int | None = None, threads: int = 1, layer=None):
     """Render N Gaussians into C pinhole cameras.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), scales [N,3] (linear), opacities [N] (linear),
@@ -50,8 +50,9 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     Returns ``(colors [C,H,W,3], alphas [C,H,W,1], meta)``; differentiable in every Gaussian input
     (and the background). ``meta`` has means2d, conics, depths, radii [C,N,...] and the backend used.
     A camera that sees nothing (all behind it, off-screen) renders the background with alpha 0.
-    cpu backend only: ``tile_size`` (pixels; None: the backend's default) and ``threads`` (tiles composited
-    in parallel threads).
+    cpu backend only: ``tile_size`` (pixels; None: the backend's default), ``threads`` (tiles composited
+    in parallel threads) and ``layer``: a :class:`~real_is_sim.render.cpu_backend.StaticLayer` of Gaussians rendered
+    once (``render_layer``) for the same cameras and size, composited per pixel at its depth.
     """
     if backend not in BACKENDS:
         raise RenderError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -81,7 +82,12 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
         raise RenderError("backend='gsplat' needs CUDA and the gsplat package (pip install 'real-is-sim[gsplat]'); "
                           "use backend='cpu' or 'auto'")
     use_gsplat = backend == "gsplat" or (backend == "auto" and gsplat_available())
-    if N == 0:  # nothing to draw; gsplat 1.5.3 never returned on an empty scene (seen on an H200)
+    if layer is not None:
+        if use_gsplat:
+            raise RenderError("a static layer is composited by the cpu backend only; with gsplat render its Gaussians")
+        if layer.T.shape != (C * height * width,) or layer.rgb.shape != (C * height * width, 3):
+            raise RenderError(f"the static layer has {layer.T.shape[0]} pixels, the render {C} x {height} x {width}")
+    if N == 0 and layer is None:  # nothing to draw; gsplat 1.5.3 never returned on an empty scene (seen on an H200)
         return _background_only(C, width, height, backgrounds, "gsplat" if use_gsplat else "cpu")
     if use_gsplat:
         from real_is_sim.render.gsplat_backend import rasterize_gsplat
@@ -89,7 +95,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
         return rasterize_gsplat(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
                                 backgrounds, near_plane, far_plane, eps2d)
     return _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                          backgrounds, near_plane, far_plane, eps2d, tile_size, threads)
+                          backgrounds, near_plane, far_plane, eps2d, tile_size, threads, layer)
 
 
 def _background_only(C: int, width: int, height: int, backgrounds, backend: str):
@@ -108,7 +114,7 @@ def _background_only(C: int, width: int, height: int, backgrounds, backend: str)
 
 
 def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                   backgrounds, near_plane, far_plane, eps2d, tile_size, threads):
+                   backgrounds, near_plane, far_plane, eps2d, tile_size, threads, layer=None):
     # imported here so that the gsplat path runs where Warp is not installed (a bare GPU machine)
     from real_is_sim.render import cpu_backend
 
@@ -118,7 +124,7 @@ def _rasterize_cpu(means, quats, scales, opacities, colors, viewmats, Ks, width,
                                                                                  viewmats, Ks))
     settings = (width, height, float(eps2d), float(near_plane), float(far_plane), int(tile_size), int(threads))
     rgb, alpha, means2d, conics, depths, radii = cpu_backend.RasterizeCPU.apply(
-        means, quats, scales, opacities, colors, viewmats, Ks, settings)
+        means, quats, scales, opacities, colors, viewmats, Ks, settings, layer)
     if backgrounds is not None:
         bg = backgrounds.float().cpu()
         rgb = rgb + (1.0 - alpha) * (bg[:, None, None, :] if bg.ndim == 2 else bg)
