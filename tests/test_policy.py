@@ -17,11 +17,11 @@ from real_is_sim.policy.checkpoint import load_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import action_chunks, build_training_set
 from real_is_sim.policy.flow import (GOAL_SQUASH, dct_basis, goal_features, observation_features,
-                                     pose_features, state_vector, untrained_policy)
+                                     pose_features, state_vector, untrained_policy, yaw_cos_sin)
 from real_is_sim.policy.network import state_dim
 from real_is_sim.policy.observations import ObservationRenderer, cached_images
 from real_is_sim.policy.scheduler import WaypointScheduler
-from real_is_sim.policy.train import WeightAverage, train
+from real_is_sim.policy.train import WeightAverage, perturb_states, train
 
 Q0 = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, 0.8])
 BLOCK_X = (0.40, 0.45, 0.50, 0.55)
@@ -353,3 +353,23 @@ def test_camera_variant_trains_on_cached_renders_of_the_dataset_cell(tmp_path):
     poses, q = np.tile([0.5, 0, 0, 0, 0, 0, 1.0], (2, 1, 1)), np.tile(Q0, (2, 1))
     images = ObservationRenderer("wrist_camera", 32, load_pusht_cfg()).render(poses, q)
     assert policy.act(poses, q, images).shape == (2, 32, 8)
+
+
+def test_state_noise_perturbs_the_current_frame_as_asked():
+    # TrainCfg.state_noise: block x/y and yaw, and the joints, of the current frame; never z, never the history frame
+    yaw = 0.7
+    now = torch.zeros(4000, 14)
+    now[:, 5], now[:, 6], now[:, 7:] = np.sin(yaw / 2), np.cos(yaw / 2), 0.3
+    states = torch.cat([now, now], dim=1)  # a history frame after the current one
+    cfg = PolicyCfg(variant="pose", history_frames=6)
+    out = perturb_states(states, cfg, [0.005, 0.05, 0.02], torch.Generator().manual_seed(0))
+    cos, sin = yaw_cos_sin(out[:, None, :7])
+    turned = torch.atan2(sin, cos)[:, 0] - yaw
+    assert turned.std().item() == pytest.approx(0.05, rel=0.1) and abs(turned.mean().item()) < 0.005
+    assert out[:, :2].std(0).numpy() == pytest.approx([0.005, 0.005], rel=0.1)
+    assert (out[:, 2] == 0).all() and (out[:, 14:] == states[:, 14:]).all()  # height and the history frame kept
+    assert (out[:, 7:14] - 0.3).std().item() == pytest.approx(0.02, rel=0.1)
+    assert torch.allclose(out[:, 3:7].norm(dim=1), torch.ones(len(out)), atol=1e-6)
+    assert perturb_states(states, cfg, [0.0, 0.0, 0.0], torch.Generator()) is states
+    with pytest.raises(ConfigError, match="state_noise"):
+        TrainCfg(state_noise=[0.01, -0.1, 0.0])

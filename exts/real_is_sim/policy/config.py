@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import List
 
 from real_is_sim.errors import ConfigError
 
@@ -84,8 +85,14 @@ class TrainCfg:
     # > 0: keep an exponential moving average of the weights (decay warmed up as min(ema_decay, (1+k)/(10+k)));
     # checkpoints carry it and inference uses it
     ema_decay: float = 0.0
+    # Gaussian noise added to each training observation, its action label kept: [block position (m), block yaw
+    # (rad), joints (rad)] standard deviations (the current frame's; camera variants use the joints' only). The
+    # policy then sees states a little off the demonstrations and learns to act from them as the expert did there.
+    state_noise: List[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
     def __post_init__(self) -> None:
+        if len(self.state_noise) != 3 or any(not v >= 0 for v in self.state_noise):
+            raise ConfigError(f"state_noise must be 3 standard deviations >= 0 (position m, yaw rad, joints rad), got {self.state_noise}")
         for name in ("steps", "batch_size", "checkpoint_every", "frame_stride"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"training {name} must be >= 1, got {getattr(self, name)}")

@@ -81,6 +81,32 @@ def training_images(dataset, data: TrainingSet, cfg: PolicyCfg, progress: bool) 
     return cached_images(Path(dataset.root) / "cache", renderer, data.object_poses, data.q, progress)
 
 
+def perturb_states(states: torch.Tensor, cfg: PolicyCfg, noise: list[float], generator: torch.Generator) -> torch.Tensor:
+    """Raw states [B, D] (as ``state_vector``) with Gaussian noise on the current frame's block positions (x, y),
+    yaws (about the vertical) and joints: ``noise`` = their standard deviations (TrainCfg.state_noise)."""
+    position, yaw, joints = noise
+    if not any(noise):
+        return states
+    states = states.clone()
+    now = states.shape[1] // 2 if cfg.history_frames else states.shape[1]  # a history frame follows the current one
+    for b in range((now - 7) // 7 if cfg.variant == "pose" else 0):
+        pose = states[:, 7 * b:7 * b + 7]
+        pose[:, :2] += position * torch.randn(len(states), 2, generator=generator)
+        half = 0.5 * yaw * torch.randn(len(states), generator=generator)
+        turn = torch.stack([torch.zeros_like(half), torch.zeros_like(half), torch.sin(half), torch.cos(half)], dim=1)
+        pose[:, 3:7] = quat_multiply_xyzw(turn, pose[:, 3:7])
+    states[:, now - 7:now] += joints * torch.randn(len(states), 7, generator=generator)
+    return states
+
+
+def quat_multiply_xyzw(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Hamilton product a * b of [B, 4] quaternions (x, y, z, w)."""
+    ax, ay, az, aw = a.unbind(1)
+    bx, by, bz, bw = b.unbind(1)
+    return torch.stack([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+                        aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz], dim=1)
+
+
 def training_states(cfg: PolicyCfg, data: TrainingSet) -> torch.Tensor:
     return state_vector(cfg.variant, data.object_poses, data.q, data.previous if cfg.history_frames else None)
 
@@ -166,7 +192,8 @@ def train(dataset_root: str | Path, policy_cfg: PolicyCfg, train_cfg: TrainCfg, 
         image = None
         if images is not None:
             image = shift_images(image_tensor(images[index.numpy()]), train_cfg.image_shift, generator)
-        loss = policy.loss(states[index], image, chunks[index], generator)
+        loss = policy.loss(perturb_states(states[index], policy_cfg, train_cfg.state_noise, generator), image,
+                           chunks[index], generator)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
