@@ -231,3 +231,19 @@ def test_sensor_on_gsplat_pulls_as_on_cpu(scene):
                     .update(_pose()[None], frames) for b in ("cpu", "gsplat")]
         assert np.allclose(readings[0].wrench, readings[1].wrench, rtol=1e-2, atol=1e-3)
         assert readings[1].residual[0] == pytest.approx(readings[0].residual[0], rel=1e-3)
+
+
+def test_warm_up_changes_nothing_the_update_sees(scene):
+    # OnlineLoop and the sensor's worker process warm the sensor up before the first tick: a render, a backward pass
+    # and an Adam step on a throwaway copy of the cloud. The readings after it equal a cold sensor's.
+    cloud, com, cams = scene
+    frames = _observe(cloud, cams, _pose(0.008, 0.004))
+    warm, cold = (VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com) for _ in range(2))
+    means_before = cloud.means.clone()
+    warm.warm_up()
+    assert torch.equal(cloud.means, means_before)
+    for _ in range(2):  # the health counters too: the second reading depends on the first
+        readings = [sensor.update(_pose()[None], frames) for sensor in (warm, cold)]
+        np.testing.assert_array_equal(readings[0].wrench, readings[1].wrench)
+        np.testing.assert_array_equal(readings[0].residual, readings[1].residual)
+    assert np.linalg.norm(readings[0].wrench[0, :3]) > 0.1

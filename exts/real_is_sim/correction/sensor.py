@@ -338,6 +338,20 @@ class VisualForceSensor:
     def residual_baseline(self) -> np.ndarray:
         return self._baseline.copy()
 
+    def warm_up(self) -> None:
+        """One render, backward pass and Adam step of the objects in the first camera, nothing kept: the renderer's
+        kernels load and torch's autograd and optimiser start here, not in the first update (a fresh worker process
+        otherwise spends 1.4 s on its first update, most of it torch's imports at the first Adam step;
+        docs/realtime.md). Changes no state."""
+        rotation, translation = self._viewmats[0, :3, :3], self._viewmats[0, :3, 3]
+        ahead = rotation.T @ (torch.tensor([0.0, 0.0, 0.5]) - translation)  # 0.5 m in front of the first camera
+        means = (self.cloud.means - self.cloud.means.mean(dim=0) + ahead).detach().requires_grad_(True)
+        view = self._views([0], means.detach())
+        view.backgrounds = None
+        adam = torch.optim.Adam([means], lr=self.cfg.lr_means, eps=self.cfg.adam_eps)
+        self._render(means, self.cloud.quats, None, view).sum().backward()
+        adam.step()
+
     def reset_health(self) -> None:
         """Forget the bad ticks counted so far (after the twin was reset or re-localised). The residual's baseline
         is the object's in this session and stays: a re-localised pose that explains the frames worse than the

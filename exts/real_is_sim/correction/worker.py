@@ -174,6 +174,11 @@ class SensorProcess:
 def _serve_sensor(conn, sensor, occluders, torch_threads: int) -> None:
     """The child process of :class:`SensorProcess`: answers each request with ``(kind, payload)``."""
     torch.set_num_threads(torch_threads)
+    try:
+        sensor.warm_up()
+    except Exception as exc:  # the loop's process raises it as the reason the worker did not start
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
     conn.send(("ready", None))
     while True:
         try:
