@@ -108,14 +108,19 @@ def test_nan_frame_and_missing_camera_are_flagged_not_fatal(scene):
     assert np.count_nonzero(nothing.wrench) == 0 and not nothing.ok
 
 
+def _grey_blob(height: float, thickness: float) -> GaussianCloud:
+    """An arm-like grey blob of 300 Gaussians centred ``height`` above the bar's right end, ``thickness`` deep."""
+    g = torch.Generator().manual_seed(0)
+    n = 300
+    means = torch.tensor([CENTER[0] + 0.07, 0.015, height]) + (torch.rand(n, 3, generator=g) - 0.5) * torch.tensor([0.07, 0.07, thickness])
+    return GaussianCloud(means, torch.tensor([1.0, 0, 0, 0]).expand(n, 4).contiguous(), torch.full((n, 3), 0.008),
+                         torch.full((n,), 0.95), torch.full((n, 3), 0.85), torch.full((n,), STATIC_WORLD, dtype=torch.int64))
+
+
 def test_robot_occluder_keeps_a_hidden_block_from_being_pulled(scene):
     cloud, com, cams = scene
     # A grey blob just above the bar's right end hides it in every view: the twin knows it is there.
-    g = torch.Generator().manual_seed(0)
-    n = 300
-    means = torch.tensor([CENTER[0] + 0.07, 0.015, 0.05]) + (torch.rand(n, 3, generator=g) - 0.5) * torch.tensor([0.07, 0.07, 0.06])
-    occluder = GaussianCloud(means, torch.tensor([1.0, 0, 0, 0]).expand(n, 4).contiguous(), torch.full((n, 3), 0.008),
-                             torch.full((n,), 0.95), torch.full((n, 3), 0.85), torch.full((n,), STATIC_WORLD, dtype=torch.int64))
+    occluder = _grey_blob(0.05, 0.06)
     frames = _observe(cloud, cams, _pose(), occluder)  # the block has NOT moved
     with_occluder = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com).update(_pose()[None], frames, occluder)
     without = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com).update(_pose()[None], frames)
@@ -128,11 +133,7 @@ def test_occluder_layer_reads_as_compositing_the_occluder(scene):
     # The robot rendered once into a layer per update (occluder_layer, default) against its Gaussians composited in
     # every iteration: the same reading when it hovers in front of the block (no depth interleaving).
     cloud, com, cams = scene
-    g = torch.Generator().manual_seed(0)
-    n = 300
-    means = torch.tensor([CENTER[0] + 0.07, 0.015, 0.06]) + (torch.rand(n, 3, generator=g) - 0.5) * torch.tensor([0.07, 0.07, 0.04])
-    occluder = GaussianCloud(means, torch.tensor([1.0, 0, 0, 0]).expand(n, 4).contiguous(), torch.full((n, 3), 0.008),
-                             torch.full((n,), 0.95), torch.full((n, 3), 0.85), torch.full((n,), STATIC_WORLD, dtype=torch.int64))
+    occluder = _grey_blob(0.06, 0.04)
     frames = _observe(cloud, cams, _pose(0.01, -0.006), occluder)
     readings = [VisualForceSensor(VisualForceSensorCfg(occluder_layer=layer), cloud, cams, com).update(_pose()[None], frames, occluder)
                 for layer in (False, True)]
