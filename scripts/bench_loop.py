@@ -29,6 +29,7 @@ import torch
 from bench_sync import pose_error, push_targets, run_cfg
 from real_is_sim.bridge import BridgeCfg, build_bridge
 from real_is_sim.bridge.config import CamerasCfg
+from real_is_sim.loop import HELD_READING_RULES, LoopCfg
 from real_is_sim.cameras.base import CameraSource
 from real_is_sim.correction.sensor import VisualForceSensor
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
@@ -185,13 +186,15 @@ def loop_figures(runs: list[dict]) -> dict:
     }
 
 
-def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[int], render_downscale: int) -> dict:
+def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[int], render_downscale: int,
+                        held_reading: str = "hold") -> dict:
     """``delays``: also on each run's reality, the sensor's reading every k ticks applied k ticks later (no
     thread): what the delay alone costs, whatever the CPU."""
     serial, pipelined, threaded, delayed = [], [], [], {k: [] for k in delays}
     for draw in range(draws):
         for lateral in laterals:
             cfg = run_cfg(draw, visual_forces=True, sensor_overrides={"render_downscale": render_downscale})
+            cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, held_reading=held_reading))  # pipelined only
             run, reality = serial_run(task, cfg, lateral)
             serial.append(run)
             pipelined.append(pipelined_run(task, cfg, reality, worker="process"))
@@ -277,6 +280,8 @@ def main() -> None:
     parser.add_argument("--sync-laterals", type=float, nargs="+", default=[0.0, 0.02], help="push offsets (m)")
     parser.add_argument("--delay-sweep", type=int, nargs="*", default=[],
                         help="also run each push with the sensor's reading applied k ticks late (no thread)")
+    parser.add_argument("--held-reading", choices=HELD_READING_RULES, default=LoopCfg.held_reading,
+                        help="the pipelined loop's rule for a reading between arrivals (loop.held_reading)")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small tensors: thread start-up costs more than it saves on 2 cores
     task = load_pusht_cfg()
@@ -297,7 +302,8 @@ def main() -> None:
     result["thread_scaling"] = thread_scaling(task)
     print("thread scaling", result["thread_scaling"], flush=True)
     result.update(serial_vs_pipelined(task, args.sync_draws, args.sync_laterals, args.delay_sweep,
-                                      args.render_downscale))
+                                      args.render_downscale, args.held_reading))
+    result["held_reading"] = args.held_reading
     result["load_average_1min"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]  # other work on 2 cores
     print(json.dumps(result))
 

@@ -62,9 +62,12 @@ def test_delay_zero_is_the_serial_loop(task):
     assert np.abs(serial.twin.object_poses() - start)[..., :2].max() > 1e-4  # the visual force moved the block
 
 
-def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_then(task):
+@pytest.mark.parametrize("rule", ["hold", "age_scaled", "once"])
+def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_then(task, rule):
+    # loop.held_reading: "hold" applies the held springs every tick, "age_scaled" scaled by (age at submission) /
+    # (age now), "once" only in the tick the reading arrives
     k, dt = 2, 1.0 / task.control_hz
-    bridge = _bridge(task, correction="pipelined", pipeline_delay_ticks=k)
+    bridge = _bridge(task, correction="pipelined", pipeline_delay_ticks=k, held_reading=rule)
     applied = _spy_on_applied_wrenches(bridge)
     updated, update = {}, bridge.loop.sensor.update
 
@@ -76,23 +79,32 @@ def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_the
     bridge.loop.sensor.update = recorded_update
     reports = [bridge.tick() for _ in range(9)]
     assert sorted(updated) == [0, 2, 4, 6, 8]  # a new update whenever the last one was handed over
-    assert [tick for tick, _, _ in applied] == list(range(k, 9))  # nothing before the first reading is ready
+    arrivals = list(range(k, 9, k)) if rule == "once" else list(range(k, 9))  # nothing before the first reading
+    assert [tick for tick, _, _ in applied] == arrivals
+    scaled = 0
     for tick, wrench, poses in applied:
         source = (tick // k - 1) * k  # the update whose reading is held at this tick
         reading = updated[source]
-        if reading.targets is None:  # no frame had arrived yet (33 ms camera latency): no springs, zero wrench
-            np.testing.assert_array_equal(wrench, reading.wrench)
-        else:
-            np.testing.assert_array_equal(wrench, bridge.loop.sensor.spring_wrench(reading.targets, poses))
         age = reports[tick].correction_age
         assert (tick - source) * dt - 1e-9 <= age <= (tick - source) * dt + bridge.cfg.loop.stale_after
+        if reading.targets is None:  # no frame had arrived yet (33 ms camera latency): no springs, zero wrench
+            np.testing.assert_array_equal(wrench, reading.wrench)
+            continue
+        expected = bridge.loop.sensor.spring_wrench(reading.targets, poses)
+        if rule == "age_scaled":
+            at_submission = age - (tick - source) * dt  # the cameras' own latency
+            expected = expected * min(1.0, max(at_submission, dt) / age)
+            scaled += max(at_submission, dt) < age
+        np.testing.assert_allclose(wrench, expected, rtol=1e-12, atol=0)
+    assert scaled > 0 or rule != "age_scaled"  # older readings did pull less
     assert [r.reading is not None for r in reports] == [t >= k and t % k == 0 for t in range(9)]
     bridge.loop.reset_history()  # the twin was reset: the held reading belonged to the twin before
     assert bridge.tick().correction_age is None
 
 
 def test_the_worker_applies_its_newest_reading_with_its_age_and_does_not_hold_the_tick(task):
-    bridge = _bridge(task, lost_after_ticks=1000, correction="pipelined", sensor_worker="thread")  # no re-localisation
+    bridge = _bridge(task, lost_after_ticks=1000, correction="pipelined", sensor_worker="thread",
+                     held_reading="hold")  # no re-localisation; the held springs unscaled
     applied = _spy_on_applied_wrenches(bridge)
     update = bridge.loop.sensor.update
 
@@ -203,7 +215,7 @@ def test_a_sensor_failure_in_the_worker_process_is_one_error_in_the_loop(task):
 
 
 @pytest.mark.parametrize("loop", [{"correction": "parallel"}, {"pipeline_delay_ticks": -1}, {"sensor_worker": "gpu"},
-                                  {"pipeline_delay_ticks": 1.5}, {"sensor_timeout_s": 0}])
+                                  {"pipeline_delay_ticks": 1.5}, {"sensor_timeout_s": 0}, {"held_reading": "forever"}])
 def test_bad_pipeline_settings_are_one_config_error(loop):
     with pytest.raises(ConfigError, match="loop."):
         LoopCfg(**loop)

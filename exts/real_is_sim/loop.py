@@ -27,6 +27,9 @@ from real_is_sim.errors import ConfigError
 from real_is_sim.robot.follower import Follower
 
 
+HELD_READING_RULES = ("hold", "once", "age_scaled")
+
+
 @dataclass
 class LoopCfg:
     visual_forces: bool = True
@@ -52,6 +55,11 @@ class LoopCfg:
     sensor_worker: str = "thread"
     # pipelined: a sensor update that has not returned after this long (wall clock) stops the loop with an error
     sensor_timeout_s: float = 10.0
+    # pipelined: "hold" applies the newest reading every tick until the next one (its springs from the twin's pose
+    # then); "once" only in the tick it arrives, as the serial loop applies each reading; "age_scaled" holds it
+    # with its wrench scaled by (age when submitted) / (age now): a reading older than the cameras' own latency
+    # pulls less (docs/realtime.md)
+    held_reading: str = "age_scaled"
 
     def __post_init__(self):
         if self.correction not in ("serial", "pipelined"):
@@ -62,6 +70,8 @@ class LoopCfg:
                               f"got {self.pipeline_delay_ticks!r}")
         if self.sensor_worker not in ("process", "thread"):
             raise ConfigError(f"loop.sensor_worker must be 'process' or 'thread', got {self.sensor_worker!r}")
+        if self.held_reading not in HELD_READING_RULES:
+            raise ConfigError(f"loop.held_reading must be one of {HELD_READING_RULES}, got {self.held_reading!r}")
         if not self.sensor_timeout_s > 0:
             raise ConfigError(f"loop.sensor_timeout_s must be positive, got {self.sensor_timeout_s}")
 
@@ -192,7 +202,7 @@ class OnlineLoop:
         if self._worker.idle():
             self._worker.submit(self._job(synced))
             self._collect(report)  # ready at once only with pipeline_delay_ticks 0
-        if self._held is None:
+        if self._held is None or (self.cfg.held_reading == "once" and report.reading is None):
             return
         job, reading = self._held
         if self.cfg.pull_from_current and reading.targets is not None:
@@ -200,8 +210,11 @@ class OnlineLoop:
             wrench = self.sensor.spring_wrench(reading.targets, self.twin.object_poses()[w])
         else:
             wrench = reading.wrench
-        self.actuator.apply(wrench, world=w)
         report.correction_age = self.t - job.exposed
+        if self.cfg.held_reading == "age_scaled" and report.correction_age > 0:
+            submitted_age = job.tick * self.twin.control_dt - job.exposed  # the cameras' own latency
+            wrench = wrench * min(1.0, max(submitted_age, self.twin.control_dt) / report.correction_age)
+        self.actuator.apply(wrench, world=w)
 
     def _collect(self, report: TickReport) -> None:
         ready = self._worker.collect(self.ticks)
