@@ -91,9 +91,10 @@ def main() -> None:
         contact_spheres=args.contact_spheres,
         graph_capture=not args.no_graph_capture,
     )
+    probe = Twin(task, 1, cfg)  # one world: the shape pairs and spheres every world has
+    pairs_per_world = len(probe.model.shape_contact_pairs)
     by_worlds = []
     for worlds in args.worlds:
-        pairs_per_world = len(Twin(task, 1, cfg).model.shape_contact_pairs)
         if args.contacts_per_pair:
             cfg = dataclasses.replace(cfg, rigid_contact_max=args.contacts_per_pair * pairs_per_world * worlds)
         factor, factor_cpu = speed(task, cfg, worlds, args.steps, args.repeats)
@@ -103,7 +104,7 @@ def main() -> None:
         print(f"{worlds:3d} worlds: {factor:.2f}x realtime per world (wall), {factor_cpu:.2f}x (CPU time)", flush=True)
     result = {
         "block": block,
-        "spheres_per_block": int(len(Twin(task, 1, cfg).geometry.centers)),
+        "spheres_per_block": int(len(probe.geometry.centers)),
         "substeps": cfg.substeps,
         "iterations": cfg.iterations,
         "contact_gap": cfg.contact_gap,
@@ -111,7 +112,7 @@ def main() -> None:
         "broad_phase": cfg.broad_phase,
         "contact_spheres": cfg.contact_spheres,
         "graph_capture": cfg.graph_capture,
-        "shape_pairs_per_world": len(Twin(task, 1, cfg).model.shape_contact_pairs),
+        "shape_pairs_per_world": pairs_per_world,
         "contact_buffer": f"{args.contacts_per_pair} per shape pair" if args.contacts_per_pair else "exact bound",
         "timing": f"best of {args.repeats} x {args.steps} control steps",
         "by_worlds": by_worlds,

@@ -145,9 +145,6 @@ class OnlineLoop:
         self._held: tuple[CorrectionJob, SensorReading] | None = None  # applied every tick until a newer one is ready
         self._recover_retry_at = 0  # no re-localisation attempt before this tick
         self.last_recovery: dict | None = None  # the last re-localisation decision (_recover)
-        if cfg.visual_forces and not (cfg.correction == "pipelined" and cfg.pipeline_delay_ticks is None
-                                      and cfg.sensor_worker == "process"):
-            sensor.warm_up()  # the first tick would otherwise spend ~1.7 s loading kernels and torch (the process warms its copy)
         if cfg.visual_forces and cfg.correction == "pipelined":
             if cfg.pipeline_delay_ticks is not None:
                 self._worker = DelayedSensor(self._sensor_update, cfg.pipeline_delay_ticks)
@@ -155,6 +152,8 @@ class OnlineLoop:
                 self._worker = SensorProcess(sensor, occluders, cfg.sensor_timeout_s)
             else:
                 self._worker = SensorWorker(self._sensor_update, cfg.sensor_timeout_s)
+        if cfg.visual_forces and not isinstance(self._worker, SensorProcess):  # the process warms its own copy
+            sensor.warm_up()  # the first tick would otherwise spend ~1.7 s loading kernels and torch
 
     def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
         """One control step at time ``self.t``; ``robot_q_target`` ``(num_worlds, 7)`` drives the twin robot."""

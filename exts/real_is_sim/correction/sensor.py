@@ -462,11 +462,10 @@ class VisualForceSensor:
         width, height = view.render_size
         # The low-pass stays EPS2D in the camera's own pixels: with 0.3 px^2 of the coarse grid, small Gaussians
         # would render wider than the area-averaged frames show them (measured: zero-error loss 25x higher).
-        extra = {"layer": layer} if layer is not None else {}
         image, _, _ = render_clouds(
             clouds, [None] * len(clouds), view.viewmats, view.Ks, width, height,
             requires_grad=[True] + [False] * (len(clouds) - 1), backgrounds=view.backgrounds, backend=self.cfg.backend,
-            threads=self.cfg.render_threads, eps2d=EPS2D / view.downscale**2, **extra,
+            threads=self.cfg.render_threads, eps2d=EPS2D / view.downscale**2, layer=layer,
         )
         return image
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from real_is_sim.errors import DataError
+from real_is_sim.gaussians.cloud import quat_multiply_wxyz
 from real_is_sim.policy.checkpoint import read_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import TrainingSet, build_training_set
@@ -93,18 +94,10 @@ def perturb_states(states: torch.Tensor, cfg: PolicyCfg, noise: list[float], gen
         pose = states[:, 7 * b:7 * b + 7]
         pose[:, :2] += position * torch.randn(len(states), 2, generator=generator)
         half = 0.5 * yaw * torch.randn(len(states), generator=generator)
-        turn = torch.stack([torch.zeros_like(half), torch.zeros_like(half), torch.sin(half), torch.cos(half)], dim=1)
-        pose[:, 3:7] = quat_multiply_xyzw(turn, pose[:, 3:7])
+        turn = torch.stack([torch.cos(half), torch.zeros_like(half), torch.zeros_like(half), torch.sin(half)], dim=1)
+        pose[:, 3:7] = quat_multiply_wxyz(turn, pose[:, 3:7].roll(1, dims=1)).roll(-1, dims=1)  # states hold xyzw
     states[:, now - 7:now] += joints * torch.randn(len(states), 7, generator=generator)
     return states
-
-
-def quat_multiply_xyzw(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton product a * b of [B, 4] quaternions (x, y, z, w)."""
-    ax, ay, az, aw = a.unbind(1)
-    bx, by, bz, bw = b.unbind(1)
-    return torch.stack([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-                        aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz], dim=1)
 
 
 def training_states(cfg: PolicyCfg, data: TrainingSet) -> torch.Tensor:

@@ -68,7 +68,7 @@ class TwinCfg:
     broad_phase: str = "explicit"  # precomputed shape pairs: much faster than "nxn" or "sap" with many worlds (measured)
     collide_every: int = 1  # run collision detection every k-th substep
     # "reachable": each block sphere collides only with the table and/or pusher when they can touch it (the scanned
-    # block: 446 shape pairs instead of 933, docs/twin.md); "all": every sphere with both
+    # block: 447 shape pairs per world instead of 933, docs/twin.md); "all": every sphere with both
     contact_spheres: str = "reachable"
     deterministic: bool = False  # deterministic contact ordering (matters on CUDA; CPU runs are already repeatable)
     # record a step's launches once and replay them (XPBD, even substeps; the same numbers, docs/twin.md)
