@@ -174,6 +174,14 @@ def test_springs_pull_from_where_the_twin_is_now(scene):
     assert 0 < moved_on < still  # the twin already covered part of the way since the exposure
 
 
+def test_spring_lengths_are_each_bodys_mean_distance_to_the_targets(scene):
+    cloud, com, cams = scene
+    sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
+    at_pose = pose_cloud(cloud, torch.as_tensor(_pose(0.004, 0.0)[None], dtype=torch.float32))[0]
+    np.testing.assert_allclose(sensor.spring_lengths(at_pose, _pose(0.004, 0.0)[None]), [0.0], atol=1e-7)
+    np.testing.assert_allclose(sensor.spring_lengths(at_pose, _pose(0.0, 0.003)[None]), [0.005], rtol=1e-4)  # 3-4-5
+
+
 @pytest.mark.parametrize("crop_margin_px", [12, None])
 def test_downscaled_rendering_pulls_the_same_way_about_as_hard(scene, crop_margin_px):
     cloud, com, cams = scene

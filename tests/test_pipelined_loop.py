@@ -62,12 +62,13 @@ def test_delay_zero_is_the_serial_loop(task):
     assert np.abs(serial.twin.object_poses() - start)[..., :2].max() > 1e-4  # the visual force moved the block
 
 
-@pytest.mark.parametrize("rule", ["hold", "age_scaled", "once"])
-def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_then(task, rule):
+@pytest.mark.parametrize("rule, full_within", [("hold", 0.0), ("age_scaled", 0.003), ("age_scaled", 1.0), ("once", 0.0)])
+def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_then(task, rule, full_within):
     # loop.held_reading: "hold" applies the held springs every tick, "age_scaled" scaled by (age at submission) /
-    # (age now), "once" only in the tick the reading arrives
+    # (age now) unless they are held_full_within or shorter, "once" only in the tick the reading arrives
     k, dt = 2, 1.0 / task.control_hz
-    bridge = _bridge(task, correction="pipelined", pipeline_delay_ticks=k, held_reading=rule)
+    bridge = _bridge(task, correction="pipelined", pipeline_delay_ticks=k, held_reading=rule,
+                     held_full_within=full_within)
     applied = _spy_on_applied_wrenches(bridge)
     updated, update = {}, bridge.loop.sensor.update
 
@@ -91,12 +92,14 @@ def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_the
             np.testing.assert_array_equal(wrench, reading.wrench)
             continue
         expected = bridge.loop.sensor.spring_wrench(reading.targets, poses)
-        if rule == "age_scaled":
+        short = bridge.loop.sensor.spring_lengths(reading.targets, poses).max() <= full_within
+        if rule == "age_scaled" and not short:
             at_submission = age - (tick - source) * dt  # the cameras' own latency
             expected = expected * min(1.0, max(at_submission, dt) / age)
             scaled += max(at_submission, dt) < age
         np.testing.assert_allclose(wrench, expected, rtol=1e-12, atol=0)
-    assert scaled > 0 or rule != "age_scaled"  # older readings did pull less
+    # the twin starts 18 mm off: its springs are long, and older readings pull less, unless every spring counts as short
+    assert (scaled > 0) == (rule == "age_scaled" and full_within < 1.0)
     assert [r.reading is not None for r in reports] == [t >= k and t % k == 0 for t in range(9)]
     bridge.loop.reset_history()  # the twin was reset: the held reading belonged to the twin before
     assert bridge.tick().correction_age is None

@@ -60,6 +60,9 @@ class LoopCfg:
     # with its wrench scaled by (age when submitted) / (age now): a reading older than the cameras' own latency
     # pulls less (docs/realtime.md)
     held_reading: str = "age_scaled"
+    # "age_scaled" holds a reading whose springs are this short or shorter (m: each body's mean spring length) at full
+    # strength, as "hold": a short held spring is stable and exact, a long one rings (docs/realtime.md)
+    held_full_within: float = 0.003
 
     def __post_init__(self):
         if self.correction not in ("serial", "pipelined"):
@@ -72,6 +75,8 @@ class LoopCfg:
             raise ConfigError(f"loop.sensor_worker must be 'process' or 'thread', got {self.sensor_worker!r}")
         if self.held_reading not in HELD_READING_RULES:
             raise ConfigError(f"loop.held_reading must be one of {HELD_READING_RULES}, got {self.held_reading!r}")
+        if not self.held_full_within >= 0:
+            raise ConfigError(f"loop.held_full_within must be >= 0 (m), got {self.held_full_within}")
         if not self.sensor_timeout_s > 0:
             raise ConfigError(f"loop.sensor_timeout_s must be positive, got {self.sensor_timeout_s}")
 
@@ -210,10 +215,16 @@ class OnlineLoop:
         else:
             wrench = reading.wrench
         report.correction_age = self.t - job.exposed
-        if self.cfg.held_reading == "age_scaled" and report.correction_age > 0:
+        if self.cfg.held_reading == "age_scaled" and report.correction_age > 0 and not self._short_springs(reading):
             submitted_age = job.tick * self.twin.control_dt - job.exposed  # the cameras' own latency
             wrench = wrench * min(1.0, max(submitted_age, self.twin.control_dt) / report.correction_age)
         self.actuator.apply(wrench, world=w)
+
+    def _short_springs(self, reading: SensorReading) -> bool:
+        if reading.targets is None or not self.cfg.pull_from_current:
+            return False
+        lengths = self.sensor.spring_lengths(reading.targets, self.twin.object_poses()[self.cfg.world])
+        return bool(lengths.max() <= self.cfg.held_full_within)
 
     def _collect(self, report: TickReport) -> None:
         ready = self._worker.collect(self.ticks)

@@ -305,6 +305,14 @@ class VisualForceSensor:
         now = self._checked_poses(current_poses, "current_poses")
         return self._springs(pose_cloud(self.cloud, now)[0].detach(), targets, now).double().numpy()
 
+    def spring_lengths(self, targets: torch.Tensor, current_poses: np.ndarray) -> np.ndarray:
+        """``(B,)`` metres: each body's mean spring length from its Gaussians at ``current_poses`` to a reading's
+        ``targets`` (0 for a body without Gaussians)."""
+        now = self._checked_poses(current_poses, "current_poses")
+        lengths = (targets - pose_cloud(self.cloud, now)[0].detach()).double().norm(dim=1)
+        ids = self.cloud.body_ids.long()
+        return np.array([lengths[ids == b].mean().item() if (ids == b).any() else 0.0 for b in range(self.num_bodies)])
+
     def _springs(self, means_now: torch.Tensor, targets: torch.Tensor, poses_now: torch.Tensor) -> torch.Tensor:
         return displacement_wrench(means_now, targets, self.cloud.body_ids, self._com_world(poses_now),
                                    self._kp, self.cfg.max_force, self.cfg.max_torque, self._plane_normal)
