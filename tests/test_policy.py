@@ -168,6 +168,45 @@ def test_goal_features_measure_the_offset_from_the_goal_in_tolerances():
         PolicyCfg(variant="wrist_camera", goal_features=True)
 
 
+def test_tool_chain_matches_pinocchio_and_tool_features_are_in_the_block_frame():
+    from real_is_sim.policy.tool import ToolChain, tool_chain
+    from real_is_sim.robot.kinematics import PandaKinematics
+    from real_is_sim.transforms import pose_to_matrix
+
+    base = np.array([0.1, -0.2, 0.05, 0.0, 0.0, np.sin(np.pi / 8), np.cos(np.pi / 8)])  # turned 45 deg
+    q = np.random.default_rng(0).uniform(-1.5, 1.5, (6, 7))
+    kinematics, T_base = PandaKinematics(tool_offset=0.05), pose_to_matrix(base)
+    expected = np.array([T_base[:3, :3] @ kinematics.tool_position(x) + T_base[:3, 3] for x in q])
+    positions = ToolChain(0.05, base).position(torch.tensor(q, dtype=torch.float32))
+    np.testing.assert_allclose(positions.numpy(), expected, atol=1e-5)
+
+    # a block turned 90 deg: a pusher 3 cm from its centre along world +y is 3 cm along the block's x axis
+    cfg = PolicyCfg(tool_features=True)  # the task's default cell
+    tool = tool_chain(cfg.cell).position(torch.tensor(q[:1], dtype=torch.float32))
+    block = torch.tensor(yaw_pose(np.pi / 2), dtype=torch.float32)[None, None].clone()
+    block[0, 0, :2] = tool[0, :2] - torch.tensor([0.0, 0.03])
+    features = observation_features(cfg, state_vector("pose", block, q[:1]))
+    assert features.shape == (1, state_dim(cfg)) == (1, 12 + 5)
+    torch.testing.assert_close(features[0, 5:8], tool[0])
+    torch.testing.assert_close(features[0, 8:10], torch.tensor([0.03, 0.0]), atol=1e-6, rtol=0)
+    with pytest.raises(ConfigError):
+        PolicyCfg(variant="static_camera", tool_features=True)
+
+
+def test_relative_actions_run_the_flow_over_offsets_from_the_current_q():
+    from real_is_sim.policy.flow import untrained_policy
+
+    for variant in ("pose", "wrist_camera"):
+        policy = untrained_policy(PolicyCfg(variant=variant, relative_actions=True))
+        q = torch.randn(3, 7)
+        state = state_vector(variant, torch.randn(3, 1, 7), q)
+        chunk = torch.cat([q[:, None].repeat(1, 32, 1) + 0.1, torch.full((3, 32, 1), 0.5)], dim=-1)
+        flow = policy.to_flow(chunk, state)  # a chunk holding q + 0.1: only the constant DCT coefficient, 0.1 sqrt(32)
+        torch.testing.assert_close(flow[:, 0, :7], torch.full((3, 7), 0.1 * 32 ** 0.5))
+        torch.testing.assert_close(flow[:, 1:, :7], torch.zeros(3, 7, 7), atol=1e-5, rtol=0)
+        torch.testing.assert_close(policy.from_flow(flow, state), chunk, atol=1e-5, rtol=0)
+
+
 def test_history_pairs_each_frame_with_the_one_k_earlier_padded_with_the_first(tiny_dataset):
     from real_is_sim.demos.dataset import load_dataset
 

@@ -31,6 +31,11 @@ class PolicyCfg:
     # fills ``goal`` = [x, y, yaw, position tolerance, yaw tolerance] from the dataset's cell
     goal_features: bool = False
     goal: list = field(default_factory=list)
+    # pose variant: + the pusher's position (forward kinematics of q in the cell) and its offset from each object in
+    # that object's frame (flow.tool_features)
+    tool_features: bool = False
+    # the chunk's joints as offsets from the current q (the flow learns the motion, not the arm's posture)
+    relative_actions: bool = False
     history_frames: int = 0  # > 0: the state also holds its change since the frame this many ticks (1/60 s) earlier
     cell: str = ""  # the dataset's cell YAML (set by training): where images are rendered and evaluations run
 
@@ -44,6 +49,8 @@ class PolicyCfg:
                 raise ConfigError(f"policy {name} must be >= 1, got {getattr(self, name)}")
         if self.goal_features and self.variant != "pose":
             raise ConfigError("policy goal_features needs the pose variant (the block's pose is observed)")
+        if self.tool_features and self.variant != "pose":
+            raise ConfigError("policy tool_features needs the pose variant (the block's pose is observed)")
         if self.goal and len(self.goal) != 5:
             raise ConfigError(f"policy goal must be [x, y, yaw, position_tolerance, yaw_tolerance], got {self.goal}")
         if self.history_frames < 0:

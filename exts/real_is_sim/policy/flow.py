@@ -16,6 +16,7 @@ from real_is_sim.errors import ConfigError
 from real_is_sim.policy.config import ACTION_DIM, PolicyCfg
 from real_is_sim.policy.network import VelocityNet, state_dim
 from real_is_sim.policy.normalizer import Normalizer
+from real_is_sim.policy.tool import tool_chain
 
 GOAL_SQUASH = 4.0  # tolerance units: tanh(1/4) = 0.24 at the tolerance, 0.76 at 4 tolerances
 
@@ -38,6 +39,12 @@ def state_vector(variant: str, object_poses, robot_q, previous=None) -> torch.Te
     q = as_tensor(robot_q)
     now = q if variant != "pose" else torch.cat([canonical_quaternions(as_tensor(object_poses)).flatten(1), q], dim=1)
     return now if previous is None else torch.cat([now, state_vector(variant, *previous)], dim=1)
+
+
+def current_q(cfg: PolicyCfg, state: torch.Tensor) -> torch.Tensor:
+    """The current frame's joints [B, 7] in a raw state (state_vector's layout: [object poses,] q [, earlier frame])."""
+    start = 7 * cfg.num_objects if cfg.variant == "pose" else 0
+    return state[:, start:start + 7]
 
 
 def yaw_cos_sin(object_poses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,15 +76,28 @@ def goal_features(pose: torch.Tensor, goal) -> torch.Tensor:
     return torch.tanh(units / GOAL_SQUASH)
 
 
+def tool_features(poses: torch.Tensor, tool: torch.Tensor) -> torch.Tensor:
+    """[B, n_obj, 7] poses, [B, 3] pusher positions -> [B, 3 + 2 n_obj]: the pusher's position and its offset from
+    each object in that object's frame (along and across its axes in the table plane): where the pusher is relative
+    to the block, which the joints encode only through the arm's kinematics."""
+    cos, sin = yaw_cos_sin(poses)
+    dx, dy = tool[:, None, 0] - poses[..., 0], tool[:, None, 1] - poses[..., 1]
+    return torch.cat([tool, cos * dx + sin * dy, -sin * dx + cos * dy], dim=1)
+
+
 def frame_features(cfg: PolicyCfg, state: torch.Tensor) -> torch.Tensor:
-    """One frame's raw state (state_vector) -> pose features [+ goal features] + q (pose), or q (image variants)."""
+    """One frame's raw state (state_vector) -> pose features [+ goal features] [+ tool features] + q (pose), or q
+    (image variants)."""
     if cfg.variant != "pose":
         return state
     poses = state[:, :7 * cfg.num_objects].reshape(-1, cfg.num_objects, 7)
+    q = state[:, 7 * cfg.num_objects:]
     parts = [pose_features(poses)]
     if cfg.goal_features:
         parts.append(goal_features(poses[:, 0], cfg.goal))
-    return torch.cat([*parts, state[:, 7 * cfg.num_objects:]], dim=1)
+    if cfg.tool_features:
+        parts.append(tool_features(poses, tool_chain(cfg.cell).position(q)))
+    return torch.cat([*parts, q], dim=1)
 
 
 def observation_features(cfg: PolicyCfg, state: torch.Tensor) -> torch.Tensor:
@@ -104,6 +124,15 @@ def dct_basis(waypoints: int, coefficients: int) -> torch.Tensor:
     return basis.float()
 
 
+def flow_representation(cfg: PolicyCfg, chunk: torch.Tensor, state: torch.Tensor,
+                        basis: torch.Tensor | None) -> torch.Tensor:
+    """Chunks [B, m, 8] of raw states [B, D] -> what the flow runs over: the chunk itself or its DCT coefficients
+    [B, K, 8] (``basis`` [m, K]); with ``relative_actions`` the joints as offsets from the state's current q."""
+    if cfg.relative_actions:
+        chunk = torch.cat([chunk[..., :7] - current_q(cfg, state)[:, None], chunk[..., 7:]], dim=-1)
+    return chunk if basis is None else basis.T @ chunk
+
+
 class FlowPolicy(nn.Module):
     """``action_norm`` scales the flow's representation of chunks (:meth:`to_flow`), ``state_norm`` the states."""
 
@@ -115,17 +144,19 @@ class FlowPolicy(nn.Module):
         self.net = VelocityNet(cfg)
         self.basis = dct_basis(cfg.waypoints, cfg.basis) if cfg.basis else None
 
-    def to_flow(self, chunk: torch.Tensor) -> torch.Tensor:
-        """Chunks [B, m, 8] -> what the flow runs over: the chunk itself or its DCT coefficients [B, K, 8]."""
-        return chunk if self.basis is None else self.basis.T @ chunk
+    def to_flow(self, chunk: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return flow_representation(self.cfg, chunk, state, self.basis)
 
-    def from_flow(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.basis is None else self.basis @ x
+    def from_flow(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        chunk = x if self.basis is None else self.basis @ x
+        if self.cfg.relative_actions:
+            chunk = torch.cat([chunk[..., :7] + current_q(self.cfg, state)[:, None], chunk[..., 7:]], dim=-1)
+        return chunk
 
     def loss(self, state: torch.Tensor, image: torch.Tensor | None, chunk: torch.Tensor,
              generator: torch.Generator) -> torch.Tensor:
         """Flow-matching loss of raw states [B, D], images [B, 3, S, S] (or None), raw chunks [B, m, 8]."""
-        x1 = self.action_norm.normalize(self.to_flow(chunk))
+        x1 = self.action_norm.normalize(self.to_flow(chunk, state))
         x0 = torch.randn(x1.shape, generator=generator)
         t = torch.rand(x1.shape[0], generator=generator)
         xt = (1 - t[:, None, None]) * x0 + t[:, None, None] * x1
@@ -144,7 +175,7 @@ class FlowPolicy(nn.Module):
         dt = 1.0 / steps
         for k in range(steps):
             x = x + dt * self.net.velocity(x, torch.full((batch,), k * dt), embedding)
-        chunk = self.from_flow(self.action_norm.unnormalize(x))
+        chunk = self.from_flow(self.action_norm.unnormalize(x), state)
         return torch.cat([chunk[..., :7], chunk[..., 7:].clamp(0.0, 1.0)], dim=-1)
 
     def act(self, object_poses, robot_q, images=None, generator: torch.Generator | None = None,

@@ -31,6 +31,7 @@ def state_dim(cfg: PolicyCfg) -> int:
     now = ROBOT_JOINTS
     if cfg.variant == "pose":
         now += cfg.num_objects * POSE_FEATURES + (GOAL_FEATURES if cfg.goal_features else 0)
+        now += 3 + 2 * cfg.num_objects if cfg.tool_features else 0  # pusher position + its offset per object
     return 2 * now if cfg.history_frames else now
 
 

@@ -18,7 +18,8 @@ from real_is_sim.gaussians.cloud import quat_multiply_wxyz
 from real_is_sim.policy.checkpoint import read_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import TrainingSet, build_training_set
-from real_is_sim.policy.flow import FlowPolicy, dct_basis, image_tensor, observation_features, state_vector
+from real_is_sim.policy.flow import (FlowPolicy, dct_basis, flow_representation, image_tensor, observation_features,
+                                     state_vector)
 from real_is_sim.policy.normalizer import Normalizer
 from real_is_sim.policy.observations import cached_images, renderer_for
 
@@ -108,7 +109,7 @@ def make_policy(cfg: PolicyCfg, data: TrainingSet) -> FlowPolicy:
     """A fresh policy whose normalisers hold this data's statistics."""
     states = training_states(cfg, data)
     chunks = torch.as_tensor(data.chunks)
-    flow = dct_basis(cfg.waypoints, cfg.basis).T @ chunks if cfg.basis else chunks  # as FlowPolicy.to_flow
+    flow = flow_representation(cfg, chunks, states, dct_basis(cfg.waypoints, cfg.basis) if cfg.basis else None)
     return FlowPolicy(cfg, Normalizer.fit(flow, keep_dims=2 if cfg.basis else 1),
                       Normalizer.fit(observation_features(cfg, states)))
 
