@@ -310,6 +310,35 @@ def test_mining_run_writes_start_poses_the_expert_accepts(tiny):
     assert all(np.any(np.all(np.isclose(finals, p, atol=1e-6), axis=1)) for p in poses)
 
 
+def test_a_handover_demonstration_starts_where_the_policy_left_block_and_arm(tiny, tmp_path):
+    from real_is_sim.demos.collect import HANDOVER_ATTEMPTS, collect
+    from real_is_sim.demos.dataset import load_dataset
+    from real_is_sim.demos.handover import PolicyHandover
+    from real_is_sim_tasks.pusht.start_poses import load_start_poses
+
+    checkpoint, root = tiny
+    handover = PolicyHandover(checkpoint, after_s=(0.5, 0.5), seed=0)
+    state = handover.state_after(load_start_poses()[0], 0)
+    assert state.after_s == pytest.approx(0.5, abs=1e-3)
+    assert np.abs(state.robot_q - np.asarray(CFG.robot.q_start)).max() > 1e-3  # the policy moved the arm
+    np.testing.assert_array_equal(handover.state_after(load_start_poses()[0], 0).robot_q, state.robot_q)  # seeded
+
+    result = collect("scripted", "offline", 1, str(root / "two.json"), tmp_path / "demos", handover=checkpoint,
+                     handover_after_s=(0.5, 0.5), time_limit_s=0.25, progress=False)
+    episode = load_dataset(tmp_path / "demos").episodes[0]
+    assert result.recorded == result.handed_over == 1
+    # the expert's first frame is where the policy left block and arm, in one of the attempts (an arm pose the
+    # expert's IK cannot leave is drawn again)
+    states = [handover.state_after(load_start_poses()[0], 0, attempt) for attempt in range(HANDOVER_ATTEMPTS)]
+    assert any(np.allclose(episode.q[0], s.robot_q, atol=1e-6) and np.allclose(episode.object_poses[0, 0], s.object_pose, atol=1e-6)
+               for s in states)
+    assert not np.allclose(episode.q[0], CFG.robot.q_start, atol=1e-3)
+    with pytest.raises(ConfigError, match="handover"):
+        collect("teleop", "offline", 1, "random", tmp_path / "other", handover=checkpoint)
+    with pytest.raises(ConfigError, match="handover times"):
+        PolicyHandover(checkpoint, after_s=(3.0, 1.0))
+
+
 def test_online_episode_against_the_standin_counts_tracking(tiny):
     from real_is_sim.evaluation.run import run_unit
     from real_is_sim.evaluation.spec import Unit

@@ -333,6 +333,11 @@ def _collect_parser(sub) -> None:
     p.add_argument("--port", type=int, default=8080, help="teleop: the page's port on 127.0.0.1")
     p.add_argument("--expert-grid", default="random", choices=("random", "block"),
                    help="scripted: push headings turned at random per decision, or with the block's yaw")
+    p.add_argument("--handover", default="", metavar="CKPT",
+                   help="scripted, offline: this policy drives each episode first; the recorded demonstration "
+                        "starts where it left block and arm (docs/dataset.md)")
+    p.add_argument("--handover-after", type=float, nargs=2, default=(2.0, 12.0), metavar=("MIN", "MAX"),
+                   help="seconds the policy drives, drawn per episode (default 2 12)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("overrides", nargs="*", help="BridgeCfg key=value overrides, e.g. cameras.num_cameras=2")
 
@@ -344,7 +349,8 @@ def collect(args) -> int:
     try:
         result = collect_demos(args.expert, args.mode, args.episodes, args.start_poses, args.out, seed=args.seed,
                                task=args.task, overrides=args.overrides, time_limit_s=args.time_limit,
-                               progress=not args.no_progress, teleop_port=args.port, expert_grid=args.expert_grid)
+                               progress=not args.no_progress, teleop_port=args.port, expert_grid=args.expert_grid,
+                               handover=args.handover, handover_after_s=args.handover_after)
     except KeyboardInterrupt:
         print("collect interrupted: the finished episodes are in the dataset, a rerun continues", file=sys.stderr)
         return EXIT_INTERRUPTED

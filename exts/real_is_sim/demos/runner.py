@@ -92,11 +92,16 @@ class EpisodeRunner:
 
     # -- episodes ----------------------------------------------------------------------------------------------
 
-    def begin(self, start_pose: np.ndarray | None = None, task: str = DEFAULT_TASK_TEXT) -> None:
+    def begin(self, start_pose: np.ndarray | None = None, task: str = DEFAULT_TASK_TEXT,
+              robot_q: np.ndarray | None = None) -> None:
         """Reset the twin (online: and the stand-in's block, after its arm went home) with the block at
-        ``start_pose`` ((7,) or (n_obj, 7); None: the task's start) and the robot at its start; start an episode."""
+        ``start_pose`` ((7,) or (n_obj, 7); None: the task's start) and the robot at ``robot_q`` (offline only;
+        None: its start); start an episode."""
         if self._t is not None:
             raise DataError("begin: an episode is running (end or discard it first)")
+        if robot_q is not None and self.mode == "online":
+            raise ConfigError("begin: an online episode starts with the arm at its start (robot_q is offline only)")
+        q = self.q_start if robot_q is None else np.asarray(robot_q, dtype=np.float64).reshape(7)
         poses = self.default_start.copy() if start_pose is None else np.asarray(start_pose, dtype=np.float64).reshape(-1, 7)
         if poses.shape != self.default_start.shape or not np.all(np.isfinite(poses)):
             raise DataError(f"start_pose must be finite ({len(self.default_start)}, 7) poses, got shape {poses.shape}")
@@ -106,7 +111,7 @@ class EpisodeRunner:
             self._settle()
             self.bridge.reset_twin(poses)
         else:
-            self.twin.reset(object_poses=poses[None], robot_q=self.q_start[None])
+            self.twin.reset(object_poses=poses[None], robot_q=q[None])
         if self.writer is not None:
             self.writer.start_episode(task)
         self._start_pose = poses
