@@ -151,8 +151,13 @@ def test_protocols_seeds_and_units():
     assert len(eps) == 2 * 20 * 3 and len({e.seed for e in eps}) == 60  # seeds: (start pose, trial), not checkpoint
     units = plan_units(EvalSpec(["a.pt"], worlds=8), eps[:60])
     assert [len(u.episodes) for u in units] == [8] * 7 + [4]
+    cooler = EvalSpec(["a.pt"], worlds=8, noise_scale=0.5)  # another sampling temperature: other episodes
+    assert plan_units(cooler, eps[:8])[0].noise_scale == 0.5
+    assert cooler.key(eps[0]) == EvalSpec(["a.pt"]).key(eps[0]) + "|n0.5"
     with pytest.raises(ConfigError):
         EvalSpec(["a.pt"], mode="sideways")
+    with pytest.raises(ConfigError, match="noise_scale"):
+        EvalSpec(["a.pt"], noise_scale=-1.0)
 
 
 # -- runs -----------------------------------------------------------------------------------------------------------

@@ -207,6 +207,19 @@ def test_relative_actions_run_the_flow_over_offsets_from_the_current_q():
         torch.testing.assert_close(policy.from_flow(flow, state), chunk, atol=1e-5, rtol=0)
 
 
+def test_noise_scale_sets_how_far_from_the_flow_mean_a_sample_starts():
+    from real_is_sim.policy.flow import untrained_policy
+
+    policy = untrained_policy(PolicyCfg(noise_scale=0.5))
+    state, noise = state_vector("pose", torch.randn(2, 1, 7), torch.randn(2, 7)), torch.randn(2, 8, 8)
+    torch.testing.assert_close(policy.sample(state, noise=noise), policy.sample(state, noise=0.5 * noise, noise_scale=1.0))
+    torch.testing.assert_close(policy.sample(state, noise=noise, noise_scale=0.0),
+                               policy.sample(state, noise=torch.randn(2, 8, 8), noise_scale=0.0))  # the mean path
+    assert not torch.allclose(policy.sample(state, noise=noise), policy.sample(state, noise=noise, noise_scale=1.0))
+    with pytest.raises(ConfigError):
+        PolicyCfg(noise_scale=-0.1)
+
+
 def test_history_pairs_each_frame_with_the_one_k_earlier_padded_with_the_first(tiny_dataset):
     from real_is_sim.demos.dataset import load_dataset
 

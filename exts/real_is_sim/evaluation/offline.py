@@ -62,8 +62,8 @@ class ChunkSource:
     every tick (the policy may look ``history_frames`` ticks back), then ``chunks(env_ids)`` for the envs that need
     one."""
 
-    def __init__(self, policy, seeds: list[int], renderer=None):
-        self.policy, self.renderer = policy, renderer
+    def __init__(self, policy, seeds: list[int], renderer=None, noise_scale: float | None = None):
+        self.policy, self.renderer, self.noise_scale = policy, renderer, noise_scale
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self.history_frames = policy.cfg.history_frames
         self.history = deque(maxlen=self.history_frames + 1)  # [0]: history_frames ticks ago (or the first frame)
@@ -84,7 +84,7 @@ class ChunkSource:
             state = state_vector(p.cfg.variant, poses[ids], q[ids])
         image = image_tensor(images) if p.cfg.uses_images else None
         p.eval()
-        return p.sample(state, image, noise=noise).numpy()
+        return p.sample(state, image, noise=noise, noise_scale=self.noise_scale).numpy()
 
 
 def make_scheduler(policy, n: int, control_dt: float, execute: int | None):
@@ -141,7 +141,7 @@ class RuleClock:
 def episode_row(e: Episode, unit: Unit, outcome: dict, wall_s: float) -> dict:
     return {"key": unit.key(e), "mode": unit.mode, "checkpoint": e.checkpoint, "start": e.start,
             "pose_index": e.pose_index, "trial": e.trial, "seed": e.seed, "seconds_limit": unit.seconds,
-            "execute_waypoints": unit.execute, "control": unit.control,
+            "execute_waypoints": unit.execute, "control": unit.control, "noise_scale": unit.noise_scale,
             "start_pose": [round(v, 6) for v in e.start_pose], **outcome, "wall_s": round(wall_s, 2)}
 
 
@@ -171,7 +171,8 @@ def simulate(policy, dataset: str, cell, unit: Unit, on_tick=None) -> tuple[Rule
     scheduler = make_scheduler(policy, n, twin.control_dt, unit.execute)
     expert = None
     if unit.control is None:
-        source = ChunkSource(policy, [e.seed for e in unit.episodes], renderer_of(policy, unit.episodes[0].seed))
+        source = ChunkSource(policy, [e.seed for e in unit.episodes], renderer_of(policy, unit.episodes[0].seed),
+                             unit.noise_scale)
     elif unit.control == "expert":
         from real_is_sim.evaluation.controls import ExpertControl
 

@@ -72,7 +72,7 @@ def run_online_episode(unit: Unit, e) -> dict:
     twin = bridge.twin
     try:
         scheduler = make_scheduler(policy, 1, twin.control_dt, unit.execute)
-        source = ChunkSource(policy, [e.seed], renderer_of(policy, e.seed))
+        source = ChunkSource(policy, [e.seed], renderer_of(policy, e.seed), unit.noise_scale)
         clock = RuleClock(1, cell)
         position_error, angle_error = [], []
         ticks = int(round(unit.seconds / twin.control_dt))

@@ -74,6 +74,7 @@ class EvalSpec:
     execute: int | None = None  # waypoints of each chunk run before the next policy call (None: all; receding horizon)
     overrides: list[str] = field(default_factory=list)  # online: BridgeCfg overrides (cameras, stand-in)
     control: str | None = None  # offline: a control instead of the policy (evaluation.controls; the checkpoint gives the cell and dataset)
+    noise_scale: float | None = None  # the flow's start noise x this (None: the checkpoint's PolicyCfg.noise_scale)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -85,6 +86,8 @@ class EvalSpec:
                               f"{self.worlds}, {self.seconds}, {self.random_poses}")
         if self.control is not None and (self.control not in CONTROLS or self.mode != "offline"):
             raise ConfigError(f"control must be one of {CONTROLS} and runs offline only, got {self.control!r} ({self.mode})")
+        if self.noise_scale is not None and not self.noise_scale >= 0:
+            raise ConfigError(f"noise_scale must be >= 0, got {self.noise_scale}")
         if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol must be one of {tuple(PROTOCOLS)}, got {self.protocol!r}")
 
@@ -101,7 +104,7 @@ class EvalSpec:
                    overrides=[*p.overrides, *overrides], **kwargs)
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute, self.control)
+        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale)
 
     def protocol_label(self) -> str:
         """The protocol name when the settings are the protocol's, else 'custom'."""
@@ -123,8 +126,10 @@ class Episode:
     seed: int  # the episode's own seed (policy noise; online: the stand-in's hidden physics)
     start_pose: tuple  # (7,)
 
-    def key(self, mode: str, seconds: float, execute: int | None = None, control: str | None = None) -> str:
+    def key(self, mode: str, seconds: float, execute: int | None = None, control: str | None = None,
+            noise_scale: float | None = None) -> str:
         tail = ("" if execute is None else f"|x{execute}") + ("" if control is None else f"|c{control}")
+        tail += "" if noise_scale is None else f"|n{noise_scale:g}"
         return f"{mode}|{self.checkpoint}|{self.start}|t{self.trial}|s{self.seed}|{seconds:g}s{tail}"
 
 
@@ -138,9 +143,10 @@ class Unit:
     overrides: list[str] = field(default_factory=list)
     execute: int | None = None
     control: str | None = None
+    noise_scale: float | None = None
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute, self.control)
+        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale)
 
 
 def episode_seed(seed: int, pose_index: int, trial: int) -> int:
@@ -180,7 +186,8 @@ def plan_units(spec: EvalSpec, todo: list[Episode]) -> list[Unit]:
     for ckpt in dict.fromkeys(e.checkpoint for e in todo):
         mine = [e for e in todo if e.checkpoint == ckpt]
         size = spec.worlds if spec.mode == "offline" else 1
-        units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, list(spec.overrides), spec.execute, spec.control)
+        units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, list(spec.overrides), spec.execute, spec.control,
+                       spec.noise_scale)
                   for k in range(0, len(mine), size)]
     return units
 

@@ -20,6 +20,7 @@ class PolicyCfg:
     waypoints: int = 32  # m waypoints per chunk
     horizon_s: float = 1.0  # H: the chunk spans H seconds, one waypoint every H/m s
     euler_steps: int = 10  # integration steps from noise to a chunk at inference
+    noise_scale: float = 1.0  # inference: the flow starts from noise x this (below 1: samples nearer the flow's mean)
     basis: int = 8  # > 0: the flow runs over the chunk's first `basis` DCT coefficients (smooth by construction)
     trunk: str = "mlp"  # "mlp" (chosen: docs/policy.md, Trunk) or "unet" (1D conv U-Net over the waypoints)
     hidden: int = 256  # trunk width (MLP: hidden units; U-Net: hidden/4 and hidden/2 channels)
@@ -53,6 +54,8 @@ class PolicyCfg:
             raise ConfigError("policy tool_features needs the pose variant (the block's pose is observed)")
         if self.goal and len(self.goal) != 5:
             raise ConfigError(f"policy goal must be [x, y, yaw, position_tolerance, yaw_tolerance], got {self.goal}")
+        if not self.noise_scale >= 0:
+            raise ConfigError(f"policy noise_scale must be >= 0, got {self.noise_scale}")
         if self.history_frames < 0:
             raise ConfigError(f"policy history_frames must be >= 0, got {self.history_frames}")
         if not 0 <= self.basis <= self.waypoints:

@@ -165,11 +165,14 @@ class FlowPolicy(nn.Module):
 
     @torch.no_grad()
     def sample(self, state: torch.Tensor, image: torch.Tensor | None = None, noise: torch.Tensor | None = None,
-               generator: torch.Generator | None = None, steps: int | None = None) -> torch.Tensor:
-        """Chunks [B, m, 8] in joint radians + progress clipped to [0, 1]; ``noise`` [B, flow_length, 8] fixes x0."""
+               generator: torch.Generator | None = None, steps: int | None = None,
+               noise_scale: float | None = None) -> torch.Tensor:
+        """Chunks [B, m, 8] in joint radians + progress clipped to [0, 1]; ``noise`` [B, flow_length, 8] (standard
+        normal draws) fixes x0 = noise x ``noise_scale`` (None: ``cfg.noise_scale``)."""
         steps = steps or self.cfg.euler_steps
         batch = state.shape[0]
         x = noise if noise is not None else torch.randn((batch, self.cfg.flow_length, ACTION_DIM), generator=generator)
+        x = x * (self.cfg.noise_scale if noise_scale is None else noise_scale)
         # once: the observation is fixed
         embedding = self.net.encode(self.state_norm.normalize(observation_features(self.cfg, state)), image)
         dt = 1.0 / steps
