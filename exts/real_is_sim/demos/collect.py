@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from real_is_sim.errors import ConfigError
+from real_is_sim.errors import ConfigError, DataError
 
 EXPERTS = ("scripted", "teleop")
 TIME_LIMIT_S = 30.0
@@ -118,7 +118,6 @@ def _scripted_episode(runner, expert, start_pose: np.ndarray, k: int, max_ticks:
     plans from the arm's pose by IK; from an arm the policy left in a pose IK cannot leave (a DataError), the episode
     is dropped and the handover drawn again (another time and noise), then from the start pose itself."""
     from real_is_sim.demos.runner import DEFAULT_TASK_TEXT
-    from real_is_sim.errors import DataError
 
     for attempt in range(HANDOVER_ATTEMPTS if handover is not None else 0):
         state = handover.state_after(start_pose, k, attempt)
