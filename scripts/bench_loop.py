@@ -187,7 +187,7 @@ def loop_figures(runs: list[dict]) -> dict:
 
 
 def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[int], render_downscale: int,
-                        held_reading: str = "hold") -> dict:
+                        held_reading: str = LoopCfg.held_reading) -> dict:
     """``delays``: also on each run's reality, the sensor's reading every k ticks applied k ticks later (no
     thread): what the delay alone costs, whatever the CPU."""
     serial, pipelined, threaded, delayed = [], [], [], {k: [] for k in delays}

@@ -174,12 +174,15 @@ def test_springs_pull_from_where_the_twin_is_now(scene):
     assert 0 < moved_on < still  # the twin already covered part of the way since the exposure
 
 
-def test_spring_lengths_are_each_bodys_mean_distance_to_the_targets(scene):
+def test_held_springs_give_the_wrench_and_each_bodys_mean_distance_to_the_targets(scene):
     cloud, com, cams = scene
     sensor = VisualForceSensor(VisualForceSensorCfg(), cloud, cams, com)
     at_pose = pose_cloud(cloud, torch.as_tensor(_pose(0.004, 0.0)[None], dtype=torch.float32))[0]
-    np.testing.assert_allclose(sensor.spring_lengths(at_pose, _pose(0.004, 0.0)[None]), [0.0], atol=1e-7)
-    np.testing.assert_allclose(sensor.spring_lengths(at_pose, _pose(0.0, 0.003)[None]), [0.005], rtol=1e-4)  # 3-4-5
+    np.testing.assert_allclose(sensor.held_springs(at_pose, _pose(0.004, 0.0)[None])[1], [0.0], atol=1e-7)
+    wrench, lengths = sensor.held_springs(at_pose, _pose(0.0, 0.003)[None])
+    np.testing.assert_allclose(lengths, [0.005], rtol=1e-4)  # 3-4-5
+    np.testing.assert_array_equal(wrench, sensor.spring_wrench(at_pose, _pose(0.0, 0.003)[None]))
+    assert wrench[0, 0] > 0 and wrench[0, 1] < 0  # towards the targets: +x, -y
 
 
 @pytest.mark.parametrize("crop_margin_px", [12, None])

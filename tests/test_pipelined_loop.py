@@ -92,7 +92,7 @@ def test_a_fixed_delay_applies_each_reading_later_with_springs_from_the_pose_the
             np.testing.assert_array_equal(wrench, reading.wrench)
             continue
         expected = bridge.loop.sensor.spring_wrench(reading.targets, poses)
-        short = bridge.loop.sensor.spring_lengths(reading.targets, poses).max() <= full_within
+        short = bridge.loop.sensor.held_springs(reading.targets, poses)[1].max() <= full_within
         if rule == "age_scaled" and not short:
             at_submission = age - (tick - source) * dt  # the cameras' own latency
             expected = expected * min(1.0, max(at_submission, dt) / age)

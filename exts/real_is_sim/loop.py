@@ -209,22 +209,18 @@ class OnlineLoop:
         if self._held is None or (self.cfg.held_reading == "once" and report.reading is None):
             return
         job, reading = self._held
+        short = False  # springs no longer than held_full_within: held at full strength
         if self.cfg.pull_from_current and reading.targets is not None:
             # the twin moved since the update began: its springs pull from where the bodies are now
-            wrench = self.sensor.spring_wrench(reading.targets, self.twin.object_poses()[w])
+            wrench, lengths = self.sensor.held_springs(reading.targets, self.twin.object_poses()[w])
+            short = bool(lengths.max() <= self.cfg.held_full_within)
         else:
             wrench = reading.wrench
         report.correction_age = self.t - job.exposed
-        if self.cfg.held_reading == "age_scaled" and report.correction_age > 0 and not self._short_springs(reading):
+        if self.cfg.held_reading == "age_scaled" and report.correction_age > 0 and not short:
             submitted_age = job.tick * self.twin.control_dt - job.exposed  # the cameras' own latency
             wrench = wrench * min(1.0, max(submitted_age, self.twin.control_dt) / report.correction_age)
         self.actuator.apply(wrench, world=w)
-
-    def _short_springs(self, reading: SensorReading) -> bool:
-        if reading.targets is None or not self.cfg.pull_from_current:
-            return False
-        lengths = self.sensor.spring_lengths(reading.targets, self.twin.object_poses()[self.cfg.world])
-        return bool(lengths.max() <= self.cfg.held_full_within)
 
     def _collect(self, report: TickReport) -> None:
         ready = self._worker.collect(self.ticks)

@@ -302,16 +302,18 @@ class VisualForceSensor:
         """``(B, 6)``: the springs from the Gaussians on the bodies at ``current_poses (B, 7)`` to a reading's
         ``targets``, as :meth:`update` computes its wrench (identical for the same poses). For a reading applied
         after the twin moved on (the pipelined loop)."""
-        now = self._checked_poses(current_poses, "current_poses")
-        return self._springs(pose_cloud(self.cloud, now)[0].detach(), targets, now).double().numpy()
+        return self.held_springs(targets, current_poses)[0]
 
-    def spring_lengths(self, targets: torch.Tensor, current_poses: np.ndarray) -> np.ndarray:
-        """``(B,)`` metres: each body's mean spring length from its Gaussians at ``current_poses`` to a reading's
-        ``targets`` (0 for a body without Gaussians)."""
+    def held_springs(self, targets: torch.Tensor, current_poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`spring_wrench` ``(B, 6)`` and ``(B,)`` metres: each body's mean spring length from its Gaussians
+        at ``current_poses`` to the ``targets`` (0 for a body without Gaussians), from one posing of the cloud."""
         now = self._checked_poses(current_poses, "current_poses")
-        lengths = (targets - pose_cloud(self.cloud, now)[0].detach()).double().norm(dim=1)
+        means_now = pose_cloud(self.cloud, now)[0].detach()
+        lengths = (targets - means_now).double().norm(dim=1)
         ids = self.cloud.body_ids.long()
-        return np.array([lengths[ids == b].mean().item() if (ids == b).any() else 0.0 for b in range(self.num_bodies)])
+        mean_lengths = np.array([lengths[ids == b].mean().item() if (ids == b).any() else 0.0
+                                 for b in range(self.num_bodies)])
+        return self._springs(means_now, targets, now).double().numpy(), mean_lengths
 
     def _springs(self, means_now: torch.Tensor, targets: torch.Tensor, poses_now: torch.Tensor) -> torch.Tensor:
         return displacement_wrench(means_now, targets, self.cloud.body_ids, self._com_world(poses_now),

@@ -129,8 +129,13 @@ def flow_representation(cfg: PolicyCfg, chunk: torch.Tensor, state: torch.Tensor
     """Chunks [B, m, 8] of raw states [B, D] -> what the flow runs over: the chunk itself or its DCT coefficients
     [B, K, 8] (``basis`` [m, K]); with ``relative_actions`` the joints as offsets from the state's current q."""
     if cfg.relative_actions:
-        chunk = torch.cat([chunk[..., :7] - current_q(cfg, state)[:, None], chunk[..., 7:]], dim=-1)
+        chunk = joints_shifted(chunk, -current_q(cfg, state))
     return chunk if basis is None else basis.T @ chunk
+
+
+def joints_shifted(chunk: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """Chunks [B, m, 8] with ``offset`` [B, 7] added to every waypoint's joints (progress unchanged)."""
+    return torch.cat([chunk[..., :7] + offset[:, None], chunk[..., 7:]], dim=-1)
 
 
 class FlowPolicy(nn.Module):
@@ -149,9 +154,7 @@ class FlowPolicy(nn.Module):
 
     def from_flow(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         chunk = x if self.basis is None else self.basis @ x
-        if self.cfg.relative_actions:
-            chunk = torch.cat([chunk[..., :7] + current_q(self.cfg, state)[:, None], chunk[..., 7:]], dim=-1)
-        return chunk
+        return joints_shifted(chunk, current_q(self.cfg, state)) if self.cfg.relative_actions else chunk
 
     def loss(self, state: torch.Tensor, image: torch.Tensor | None, chunk: torch.Tensor,
              generator: torch.Generator) -> torch.Tensor:

@@ -18,8 +18,8 @@ from real_is_sim.gaussians.cloud import quat_multiply_wxyz
 from real_is_sim.policy.checkpoint import read_checkpoint, save_checkpoint
 from real_is_sim.policy.config import PolicyCfg, TrainCfg
 from real_is_sim.policy.data import TrainingSet, build_training_set
-from real_is_sim.policy.flow import (FlowPolicy, dct_basis, flow_representation, image_tensor, observation_features,
-                                     state_vector)
+from real_is_sim.policy.flow import (FlowPolicy, current_q, dct_basis, flow_representation, image_tensor,
+                                     observation_features, state_vector)
 from real_is_sim.policy.normalizer import Normalizer
 from real_is_sim.policy.observations import cached_images, renderer_for
 
@@ -90,14 +90,13 @@ def perturb_states(states: torch.Tensor, cfg: PolicyCfg, noise: list[float], gen
     if not any(noise):
         return states
     states = states.clone()
-    now = states.shape[1] // 2 if cfg.history_frames else states.shape[1]  # a history frame follows the current one
-    for b in range((now - 7) // 7 if cfg.variant == "pose" else 0):
+    for b in range(cfg.num_objects if cfg.variant == "pose" else 0):  # the current frame's; a history frame follows
         pose = states[:, 7 * b:7 * b + 7]
         pose[:, :2] += position * torch.randn(len(states), 2, generator=generator)
         half = 0.5 * yaw * torch.randn(len(states), generator=generator)
         turn = torch.stack([torch.cos(half), torch.zeros_like(half), torch.zeros_like(half), torch.sin(half)], dim=1)
         pose[:, 3:7] = quat_multiply_wxyz(turn, pose[:, 3:7].roll(1, dims=1)).roll(-1, dims=1)  # states hold xyzw
-    states[:, now - 7:now] += joints * torch.randn(len(states), 7, generator=generator)
+    current_q(cfg, states).add_(joints * torch.randn(len(states), 7, generator=generator))  # a view into states
     return states
 
 
