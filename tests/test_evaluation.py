@@ -154,10 +154,14 @@ def test_protocols_seeds_and_units():
     cooler = EvalSpec(["a.pt"], worlds=8, noise_scale=0.5)  # another sampling temperature: other episodes
     assert plan_units(cooler, eps[:8])[0].noise_scale == 0.5
     assert cooler.key(eps[0]) == EvalSpec(["a.pt"]).key(eps[0]) + "|n0.5"
+    faster = EvalSpec(["a.pt"], worlds=8, noise_scale=0.5, tempo=2.0)  # another execution speed: other episodes
+    assert plan_units(faster, eps[:8])[0].tempo == 2.0 and faster.key(eps[0]) == cooler.key(eps[0]) + "|T2"
     with pytest.raises(ConfigError):
         EvalSpec(["a.pt"], mode="sideways")
     with pytest.raises(ConfigError, match="noise_scale"):
         EvalSpec(["a.pt"], noise_scale=-1.0)
+    with pytest.raises(ConfigError, match="tempo"):
+        EvalSpec(["a.pt"], tempo=0.0)
 
 
 # -- runs -----------------------------------------------------------------------------------------------------------

@@ -138,6 +138,26 @@ def test_scheduler_receding_horizon_runs_the_first_waypoints_then_asks_again():
             WaypointScheduler(num_envs=1, execute=bad)
 
 
+def test_tempo_runs_the_same_waypoints_in_less_time():
+    from real_is_sim.evaluation.offline import make_scheduler
+
+    chunk = np.zeros((1, 32, 8))
+    chunk[0, :, 0] = np.arange(32)
+    policy = untrained_policy(PolicyCfg(tempo=2.0))
+    runs = {}
+    for tempo in (None, 1.0):  # the checkpoint's tempo (2), then an evaluation's override
+        scheduler = make_scheduler(policy, 1, 1 / 60, execute=16, tempo=tempo)
+        scheduler.set_chunks([0], chunk)
+        runs[tempo] = []
+        while not len(scheduler.needs_chunk()):
+            runs[tempo].append(scheduler.step()[0, 0])
+    assert len(runs[None]) == 15 and len(runs[1.0]) == 30  # 16 waypoints in 0.25 s instead of 0.5 s
+    np.testing.assert_array_equal(runs[None], np.floor(np.arange(15) / 30 * 32))
+    assert set(runs[None]) < set(runs[1.0])  # ticks fall between waypoints: waypoint 15 is skipped
+    with pytest.raises(ConfigError, match="tempo"):
+        PolicyCfg(tempo=0.0)
+
+
 def yaw_pose(yaw: float, sign: float = 1.0) -> list[float]:
     """A block pose at (0.5, 0.1, 0.02) turned by ``yaw`` about z; ``sign`` -1 gives the same rotation as -q."""
     return [0.5, 0.1, 0.02, 0.0, 0.0, sign * np.sin(yaw / 2), sign * np.cos(yaw / 2)]

@@ -33,6 +33,8 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--worlds", type=int, default=20, help="offline: worlds per batch (one Twin)")
     p.add_argument("--execute", type=int, help="waypoints of each chunk run before the next policy call (default all)")
     p.add_argument("--noise-scale", type=float, help="the flow's start noise x this (default: the checkpoint's, 1)")
+    p.add_argument("--tempo", type=float, help="run chunks this many times faster than demonstrated (default: the "
+                                               "checkpoint's, 1); the twin's arm keeps to its joint speed limits")
     p.add_argument("--control", choices=CONTROLS,
                    help="offline, instead of the policy: a demonstration replayed open loop (start pose k: "
                         "demonstration k), the arm held at q_start, or the scripted expert; the checkpoint gives the "
@@ -71,7 +73,7 @@ def spec_from_args(args):
     spec = EvalSpec.for_protocol(args.protocol, expand_checkpoints(args.checkpoint), mode=args.mode,
                                  start_poses=args.start_poses, random_seed=args.random_seed, seed=args.seed,
                                  worlds=args.worlds, execute=args.execute, overrides=list(args.overrides),
-                                 control=args.control, noise_scale=args.noise_scale)
+                                 control=args.control, noise_scale=args.noise_scale, tempo=args.tempo)
     for key, value in custom.items():
         setattr(spec, key, value)
     spec.__post_init__()

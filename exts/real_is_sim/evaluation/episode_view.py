@@ -46,7 +46,8 @@ def episode_unit(row: dict) -> Unit:
         episode = Episode(row["checkpoint"], row["start"], int(row["pose_index"]), int(row["trial"]), int(row["seed"]),
                           tuple(float(v) for v in row["start_pose"]))
         return Unit("offline", row["checkpoint"], [episode], float(row["seconds_limit"]),
-                    execute=row.get("execute_waypoints"), control=row.get("control"), noise_scale=row.get("noise_scale"))
+                    execute=row.get("execute_waypoints"), control=row.get("control"), noise_scale=row.get("noise_scale"),
+                    tempo=row.get("tempo"))
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"episode row {row.get('key')!r} lacks a field to run it again: {exc}") from None
 

@@ -87,13 +87,13 @@ class ChunkSource:
         return p.sample(state, image, noise=noise, noise_scale=self.noise_scale).numpy()
 
 
-def make_scheduler(policy, n: int, control_dt: float, execute: int | None):
-    """The waypoint scheduler; ``execute``: waypoints of each chunk run before the next call (receding horizon)."""
+def make_scheduler(policy, n: int, control_dt: float, execute: int | None, tempo: float | None = None):
+    """The waypoint scheduler; ``execute``: waypoints of each chunk run before the next call (receding horizon);
+    ``tempo``: chunks run this many times faster than demonstrated (None: the checkpoint's PolicyCfg.tempo)."""
     from real_is_sim.policy.scheduler import WaypointScheduler
 
-    if execute is None or execute == policy.cfg.waypoints:
-        return WaypointScheduler(n, policy.cfg.waypoints, policy.cfg.horizon_s, 1.0 / control_dt)
-    return WaypointScheduler(n, policy.cfg.waypoints, policy.cfg.horizon_s, 1.0 / control_dt, execute)
+    horizon_s = policy.cfg.horizon_s / (policy.cfg.tempo if tempo is None else tempo)
+    return WaypointScheduler(n, policy.cfg.waypoints, horizon_s, 1.0 / control_dt, execute)
 
 
 class RuleClock:
@@ -142,6 +142,7 @@ def episode_row(e: Episode, unit: Unit, outcome: dict, wall_s: float) -> dict:
     return {"key": unit.key(e), "mode": unit.mode, "checkpoint": e.checkpoint, "start": e.start,
             "pose_index": e.pose_index, "trial": e.trial, "seed": e.seed, "seconds_limit": unit.seconds,
             "execute_waypoints": unit.execute, "control": unit.control, "noise_scale": unit.noise_scale,
+            "tempo": unit.tempo,
             "start_pose": [round(v, 6) for v in e.start_pose], **outcome, "wall_s": round(wall_s, 2)}
 
 
@@ -168,7 +169,7 @@ def simulate(policy, dataset: str, cell, unit: Unit, on_tick=None) -> tuple[Rule
     starts = np.array([e.start_pose for e in unit.episodes])
     q_start = np.asarray(cell.robot.q_start, dtype=np.float64)
     twin.reset(object_poses=starts[:, None, :], robot_q=np.tile(q_start, (n, 1)))
-    scheduler = make_scheduler(policy, n, twin.control_dt, unit.execute)
+    scheduler = make_scheduler(policy, n, twin.control_dt, unit.execute, unit.tempo)
     expert = None
     if unit.control is None:
         source = ChunkSource(policy, [e.seed for e in unit.episodes], renderer_of(policy, unit.episodes[0].seed),

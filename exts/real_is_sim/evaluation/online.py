@@ -71,7 +71,7 @@ def run_online_episode(unit: Unit, e) -> dict:
     bridge = build_online_world(cell, e.start_pose, e.seed, unit.overrides)
     twin = bridge.twin
     try:
-        scheduler = make_scheduler(policy, 1, twin.control_dt, unit.execute)
+        scheduler = make_scheduler(policy, 1, twin.control_dt, unit.execute, unit.tempo)
         source = ChunkSource(policy, [e.seed], renderer_of(policy, e.seed), unit.noise_scale)
         clock = RuleClock(1, cell)
         position_error, angle_error = [], []

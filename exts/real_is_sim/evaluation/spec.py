@@ -75,6 +75,7 @@ class EvalSpec:
     overrides: list[str] = field(default_factory=list)  # online: BridgeCfg overrides (cameras, stand-in)
     control: str | None = None  # offline: a control instead of the policy (evaluation.controls; the checkpoint gives the cell and dataset)
     noise_scale: float | None = None  # the flow's start noise x this (None: the checkpoint's PolicyCfg.noise_scale)
+    tempo: float | None = None  # chunks run this many times faster than demonstrated (None: the checkpoint's PolicyCfg.tempo)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -88,6 +89,8 @@ class EvalSpec:
             raise ConfigError(f"control must be one of {CONTROLS} and runs offline only, got {self.control!r} ({self.mode})")
         if self.noise_scale is not None and not self.noise_scale >= 0:
             raise ConfigError(f"noise_scale must be >= 0, got {self.noise_scale}")
+        if self.tempo is not None and not self.tempo > 0:
+            raise ConfigError(f"tempo must be > 0, got {self.tempo}")
         if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol must be one of {tuple(PROTOCOLS)}, got {self.protocol!r}")
 
@@ -104,7 +107,7 @@ class EvalSpec:
                    overrides=[*p.overrides, *overrides], **kwargs)
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale)
+        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale, self.tempo)
 
     def protocol_label(self) -> str:
         """The protocol name when the settings are the protocol's, else 'custom'."""
@@ -127,9 +130,9 @@ class Episode:
     start_pose: tuple  # (7,)
 
     def key(self, mode: str, seconds: float, execute: int | None = None, control: str | None = None,
-            noise_scale: float | None = None) -> str:
+            noise_scale: float | None = None, tempo: float | None = None) -> str:
         tail = ("" if execute is None else f"|x{execute}") + ("" if control is None else f"|c{control}")
-        tail += "" if noise_scale is None else f"|n{noise_scale:g}"
+        tail += ("" if noise_scale is None else f"|n{noise_scale:g}") + ("" if tempo is None else f"|T{tempo:g}")
         return f"{mode}|{self.checkpoint}|{self.start}|t{self.trial}|s{self.seed}|{seconds:g}s{tail}"
 
 
@@ -144,9 +147,10 @@ class Unit:
     execute: int | None = None
     control: str | None = None
     noise_scale: float | None = None
+    tempo: float | None = None
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale)
+        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale, self.tempo)
 
 
 def episode_seed(seed: int, pose_index: int, trial: int) -> int:
@@ -187,7 +191,7 @@ def plan_units(spec: EvalSpec, todo: list[Episode]) -> list[Unit]:
         mine = [e for e in todo if e.checkpoint == ckpt]
         size = spec.worlds if spec.mode == "offline" else 1
         units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, list(spec.overrides), spec.execute, spec.control,
-                       spec.noise_scale)
+                       spec.noise_scale, spec.tempo)
                   for k in range(0, len(mine), size)]
     return units
 

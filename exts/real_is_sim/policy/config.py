@@ -21,6 +21,9 @@ class PolicyCfg:
     horizon_s: float = 1.0  # H: the chunk spans H seconds, one waypoint every H/m s
     euler_steps: int = 10  # integration steps from noise to a chunk at inference
     noise_scale: float = 1.0  # inference: the flow starts from noise x this (below 1: samples nearer the flow's mean)
+    # execution: chunks run this many times faster than demonstrated (a waypoint every H / (m tempo) s); the twin's
+    # arm still keeps to the joint speed limits (docs/policy.md, Execution tempo)
+    tempo: float = 1.0
     basis: int = 8  # > 0: the flow runs over the chunk's first `basis` DCT coefficients (smooth by construction)
     trunk: str = "mlp"  # "mlp" (chosen: docs/policy.md, Trunk) or "unet" (1D conv U-Net over the waypoints)
     hidden: int = 256  # trunk width (MLP: hidden units; U-Net: hidden/4 and hidden/2 channels)
@@ -56,6 +59,8 @@ class PolicyCfg:
             raise ConfigError(f"policy goal must be [x, y, yaw, position_tolerance, yaw_tolerance], got {self.goal}")
         if not self.noise_scale >= 0:
             raise ConfigError(f"policy noise_scale must be >= 0, got {self.noise_scale}")
+        if not self.tempo > 0:
+            raise ConfigError(f"policy tempo must be > 0, got {self.tempo}")
         if self.history_frames < 0:
             raise ConfigError(f"policy history_frames must be >= 0, got {self.history_frames}")
         if not 0 <= self.basis <= self.waypoints:
