@@ -28,6 +28,13 @@ DATASETS = [
     ("60 random, expert grid turned with the block", "policy_blockgrid_ema_100k_exec16.json"),
     ("60 random + 30 targeted (90, beyond the issue's 60), 60k steps", "policy_random60_mined30_ema_60k_exec16.json"),
     ("the same 90, 60k steps, training seed 1", "policy_random60_mined30_ema_60k_s1_exec16.json"),
+    # the later recipe (tool features, relative actions, state noise, 60k steps; docs/policy.md)
+    ("later recipe: 60 random, training seed 0", "policy_rel_tool_ema_60k_s0_exec16.json"),
+    ("later recipe: 60 random, training seed 1", "policy_rel_tool_ema_60k_s1_exec16.json"),
+    ("later recipe: 30 random + 30 handover, training seed 0", "policy_handover_rel_tool_60k_s0_exec16.json"),
+    ("later recipe: 30 random + 30 handover, training seed 1", "policy_handover_rel_tool_60k_s1_exec16.json"),
+    ("later recipe: 30 random + 30 handover, tempo 1.5, training seed 0", "policy_handover_rel_tool_60k_s0_exec16_tempo15.json"),
+    ("later recipe: 30 random + 30 handover, tempo 1.5, training seed 1", "policy_handover_rel_tool_60k_s1_exec16_tempo15.json"),
 ]
 # Fig. 8b: the four observation variants, 2000-step camera policies of the former script (not learnt: docs/policy.md)
 REPRESENTATIONS = [
