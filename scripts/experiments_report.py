@@ -44,7 +44,8 @@ REPRESENTATIONS = [
     ("real_image", "policy_real_image.json"),
 ]
 # online evaluations (the quick one of pose_10k repeats the sweep's step_010000 episodes: counted once, in the sweep)
-ONLINE = ["eval_pose_10k_sweep_quick_online.json", "sweep_mined30_s0_online.json"]
+ONLINE = ["eval_pose_10k_sweep_quick_online.json", "sweep_mined30_s0_online.json",
+          "eval_handover_rel_tool_60k_s1_tempo15_quick_online.json", "eval_handover_rel_tool_60k_s1_tempo15_fixed20_online.json"]
 
 
 def read(name: str) -> dict | None:
