@@ -181,8 +181,11 @@ def test_held_springs_give_the_wrench_and_each_bodys_mean_distance_to_the_target
     np.testing.assert_allclose(sensor.held_springs(at_pose, _pose(0.004, 0.0)[None])[1], [0.0], atol=1e-7)
     wrench, lengths = sensor.held_springs(at_pose, _pose(0.0, 0.003)[None])
     np.testing.assert_allclose(lengths, [0.005], rtol=1e-4)  # 3-4-5
-    np.testing.assert_array_equal(wrench, sensor.spring_wrench(at_pose, _pose(0.0, 0.003)[None]))
     assert wrench[0, 0] > 0 and wrench[0, 1] < 0  # towards the targets: +x, -y
+    frames = _observe(cloud, cams, _pose(0.012, 0.0))  # a reading's springs, recomputed later from the same poses
+    reading = sensor.update(_pose()[None], frames, current_poses=_pose(0.002, 0.0)[None])
+    np.testing.assert_allclose(sensor.held_springs(reading.targets, _pose(0.002, 0.0)[None])[0], reading.wrench,
+                               rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("crop_margin_px", [12, None])

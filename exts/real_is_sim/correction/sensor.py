@@ -199,7 +199,7 @@ class SensorReading:
     cameras_used: list[str] = field(default_factory=list)
     cameras_rejected: dict[str, str] = field(default_factory=dict)  # name -> reason (missing, non-finite, shape)
     # (N, 3) the optimised Gaussian means (world) the springs pull towards; None when no frame was usable. A loop
-    # that applies the reading later recomputes the springs from the twin's pose then (spring_wrench).
+    # that applies the reading later recomputes the springs from the twin's pose then (held_springs).
     targets: torch.Tensor | None = None
 
     @property
@@ -298,15 +298,11 @@ class VisualForceSensor:
         return SensorReading(wrench.double().numpy(), losses[0], losses[-1], residual, confidence, lost, used, rejected,
                              means.detach())
 
-    def spring_wrench(self, targets: torch.Tensor, current_poses: np.ndarray) -> np.ndarray:
-        """``(B, 6)``: the springs from the Gaussians on the bodies at ``current_poses (B, 7)`` to a reading's
-        ``targets``, as :meth:`update` computes its wrench (identical for the same poses). For a reading applied
-        after the twin moved on (the pipelined loop)."""
-        return self.held_springs(targets, current_poses)[0]
-
     def held_springs(self, targets: torch.Tensor, current_poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`spring_wrench` ``(B, 6)`` and ``(B,)`` metres: each body's mean spring length from its Gaussians
-        at ``current_poses`` to the ``targets`` (0 for a body without Gaussians), from one posing of the cloud."""
+        """A reading applied after the twin moved on (the pipelined loop): ``(B, 6)`` the springs from the Gaussians on
+        the bodies at ``current_poses (B, 7)`` to the reading's ``targets``, as :meth:`update` computes its wrench
+        (identical for the same poses), and ``(B,)`` metres: each body's mean spring length (0 for a body without
+        Gaussians); one posing of the cloud for both."""
         now = self._checked_poses(current_poses, "current_poses")
         means_now = pose_cloud(self.cloud, now)[0].detach()
         lengths = (targets - means_now).double().norm(dim=1)
