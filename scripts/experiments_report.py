@@ -43,9 +43,10 @@ REPRESENTATIONS = [
     ("static_camera", "policy_static_camera.json"),
     ("real_image", "policy_real_image.json"),
 ]
-# online evaluations (the quick one of pose_10k repeats the sweep's step_010000 episodes: counted once, in the sweep)
+# online evaluations (the quick one of pose_10k repeats the sweep's step_010000 episodes: counted once, in the sweep;
+# the handover policy's quick run repeats 4 episodes of its 20-pose run, same starts and seeds, 20 s: not counted)
 ONLINE = ["eval_pose_10k_sweep_quick_online.json", "sweep_mined30_s0_online.json",
-          "eval_handover_rel_tool_60k_s1_tempo15_quick_online.json", "eval_handover_rel_tool_60k_s1_tempo15_fixed20_online.json"]
+          "eval_handover_rel_tool_60k_s1_tempo15_fixed20_online.json"]
 
 
 def read(name: str) -> dict | None:
