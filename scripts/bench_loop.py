@@ -193,7 +193,7 @@ def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[in
     serial, pipelined, threaded, delayed = [], [], [], {k: [] for k in delays}
     for draw in range(draws):
         for lateral in laterals:
-            cfg = run_cfg(draw, visual_forces=True, sensor_overrides={"render_downscale": render_downscale})
+            cfg = run_cfg(draw, visual_forces=True, overrides={"sensor": {"render_downscale": render_downscale}})
             cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, held_reading=held_reading))  # pipelined only
             run, reality = serial_run(task, cfg, lateral)
             serial.append(run)

@@ -57,27 +57,26 @@ def _override(item: str) -> tuple[str, bool | int | float]:
     return key, int(value) if value.lstrip("-").isdigit() else float(value)
 
 
-def run_cfg(draw: int, visual_forces: bool, sensor_overrides: dict | None = None,
-            appearance: HiddenAppearance | None = None, recover_lost: bool = True,
-            actuator_overrides: dict | None = None) -> BridgeCfg:
+def run_cfg(draw: int, visual_forces: bool, appearance: HiddenAppearance | None = None, recover_lost: bool = True,
+            overrides: dict | None = None) -> BridgeCfg:
     """The bridge of one run: hidden parameters and the stand-in block's start offset drawn from ``draw``;
-    ``appearance`` None: perfect (the stand-in renders the twin's model)."""
+    ``appearance`` None: perfect (the stand-in renders the twin's model); ``overrides``: {"sensor" | "actuator" |
+    "loop": {field: value}} on the defaults."""
     rng = np.random.default_rng(1000 + draw)
     offset = [*rng.uniform(-0.015, 0.015, 2), np.radians(rng.uniform(-6, 6))]
-    base = BridgeCfg()
-    sensor = dataclasses.replace(base.sensor, **(sensor_overrides or {}))
-    actuator = dataclasses.replace(base.actuator, **(actuator_overrides or {}))
+    base, overrides = BridgeCfg(), overrides or {}
+    sensor = dataclasses.replace(base.sensor, **overrides.get("sensor", {}))
+    actuator = dataclasses.replace(base.actuator, **overrides.get("actuator", {}))
+    loop = dataclasses.replace(LoopCfg(visual_forces=visual_forces), **overrides.get("loop", {}))
     standin = StandInCfg(seed=draw, appearance=appearance or HiddenAppearance())
-    return dataclasses.replace(base, loop=LoopCfg(visual_forces=visual_forces), initial_offset=offset, sensor=sensor,
-                               actuator=actuator, standin=standin, recover_lost=recover_lost)
+    return dataclasses.replace(base, loop=loop, initial_offset=offset, sensor=sensor, actuator=actuator,
+                               standin=standin, recover_lost=recover_lost)
 
 
-def run(task, draw: int, lateral: float, visual_forces: bool, sensor_overrides: dict | None = None,
-        appearance: HiddenAppearance | None = None, recover_lost: bool = True,
-        actuator_overrides: dict | None = None) -> np.ndarray:
+def run(task, draw: int, lateral: float, visual_forces: bool, appearance: HiddenAppearance | None = None,
+        recover_lost: bool = True, overrides: dict | None = None) -> np.ndarray:
     """Per-tick (position error m, yaw error rad) of one scripted push."""
-    session = build_bridge(run_cfg(draw, visual_forces, sensor_overrides, appearance, recover_lost, actuator_overrides),
-                           task)
+    session = build_bridge(run_cfg(draw, visual_forces, appearance, recover_lost, overrides), task)
     errors, lost_ticks, decisions = [], 0, []
     for q in push_targets(session, lateral):
         report = session.tick(q[None])
@@ -149,8 +148,7 @@ class Runs:
         self._off: dict = {}
         self.errors: dict = {}
         self.recover_lost = True
-        self.sensor_overrides: dict = {}  # --sensor-set: applied to every forces-on run
-        self.actuator_overrides: dict = {}  # --actuator-set: likewise
+        self.overrides: dict = {}  # --sensor-set, --actuator-set, --loop-set: applied to every forces-on run
 
     def off(self, block: str, draw: int, lateral: float) -> np.ndarray:
         key = (block, draw, lateral)
@@ -158,21 +156,19 @@ class Runs:
             self._off[key] = self._run(f"{block} off", block, draw, lateral, False, None)
         return self._off[key]
 
-    def _run(self, label, block, draw, lateral, forces, appearance, overrides=None):
+    def _run(self, label, block, draw, lateral, forces, appearance):
         begin = time.perf_counter()
-        overrides = {**self.sensor_overrides, **(overrides or {})} if forces else overrides
-        e = run(self.tasks[block], draw, lateral, forces, overrides, appearance, self.recover_lost,
-                self.actuator_overrides if forces else None)
+        e = run(self.tasks[block], draw, lateral, forces, appearance, self.recover_lost, self.overrides if forces else None)
         if self.save is not None:
             self.save.mkdir(parents=True, exist_ok=True)
             np.save(self.save / f"{label.replace(' ', '_')}_d{draw}_l{lateral:g}.npy", e)
         print(f"{label} draw {draw} lateral {lateral}: {summary([e])} ({time.perf_counter() - begin:.0f} s)", flush=True)
         return e
 
-    def row(self, label: str, block: str, appearance, draws=None, laterals=None, overrides=None) -> dict:
+    def row(self, label: str, block: str, appearance, draws=None, laterals=None) -> dict:
         """Forces on under ``appearance`` beside the forces-off control, over the draws x pushes."""
         cases = [(d, lat) for d in (self.draws if draws is None else draws) for lat in (self.laterals if laterals is None else laterals)]
-        on = [self._run(f"{label} on", block, d, lat, True, appearance, overrides) for d, lat in cases]  # the figures first
+        on = [self._run(f"{label} on", block, d, lat, True, appearance) for d, lat in cases]  # the figures first
         meta = {"runs": len(on), "ticks_per_run": int(np.mean([len(r) for r in on]))}
         if not self.control:  # --no-control: the merge takes the forces-off figures of the headline (same draws)
             return {"on": summary(on), **meta}
@@ -223,6 +219,8 @@ def main() -> None:
                         help="headline: realistic appearance; perfect: the old setting; procedural: realistic, procedural "
                              "block; knobs: one row per appearance knob on alone (first draw, first push)")
     parser.add_argument("--knobs", nargs="+", choices=KNOBS, default=list(KNOBS), help="the by_knob rows to run")
+    parser.add_argument("--without", nargs="+", choices=KNOBS, default=[],
+                        help="knobs left off in the realistic rows (headline, procedural): what the rest costs")
     parser.add_argument("--quick", action="store_true", help="1 draw, 1 push, headline only")
     parser.add_argument("--out", default="docs/img", help="where the plot goes")
     parser.add_argument("--json-out", default=None, help="also write the JSON here")
@@ -235,6 +233,8 @@ def main() -> None:
                         help="VisualForceSensorCfg overrides for every forces-on run, e.g. max_force=10.0 or iterations=6")
     parser.add_argument("--actuator-set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="VisualForceActuatorCfg overrides for every forces-on run, e.g. linear_damping=10.0")
+    parser.add_argument("--loop-set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="LoopCfg overrides for every forces-on run, e.g. exposure_lead_ticks=1")
     parser.add_argument("--save-errors", default=None, help="a folder for each run's per-tick errors (.npy)")
     args = parser.parse_args()
     if args.merge:
@@ -254,22 +254,21 @@ def main() -> None:
     tasks = {"procedural": load_pusht_cfg()}
     if block == "scanned":
         tasks["scanned"] = load_pusht_cfg(Path(__file__).resolve().parents[1] / "tasks" / "pusht" / "pusht_real.yaml")
-    realistic = HiddenAppearance.realistic()
+    realistic_knobs = [knob for knob in KNOBS if knob not in args.without]
+    realistic = HiddenAppearance.realistic(realistic_knobs)
     runs = Runs(tasks, draws, laterals, control=not args.no_control, save=Path(args.save_errors) if args.save_errors else None)
     runs.recover_lost = not args.no_recover
-    runs.sensor_overrides = dict(_override(item) for item in args.sensor_set)
-    runs.actuator_overrides = dict(_override(item) for item in args.actuator_set)
+    runs.overrides = {section: dict(_override(item) for item in items) for section, items in
+                      (("sensor", args.sensor_set), ("actuator", args.actuator_set), ("loop", args.loop_set)) if items}
     begin = time.perf_counter()
     result: dict = {"block": block, "draws": draws, "laterals": laterals, "recover_lost": runs.recover_lost}
-    if runs.sensor_overrides:
-        result["sensor_overrides"] = runs.sensor_overrides
-    if runs.actuator_overrides:
-        result["actuator_overrides"] = runs.actuator_overrides
+    for section, values in runs.overrides.items():
+        result[f"{section}_overrides"] = values
     if "headline" in sections:
         runs.control = True
         headline = runs.row("headline", block, realistic)
         runs.control = not args.no_control
-        result.update(headline, setting=f"realistic appearance ({', '.join(KNOBS)}), {block} block")
+        result.update(headline, setting=f"realistic appearance ({', '.join(realistic_knobs)}), {block} block")
         result["targets_met"] = targets_met(result)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

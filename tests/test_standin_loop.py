@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from real_is_sim.correction.sensor import VisualForceSensorCfg
+from real_is_sim.errors import ConfigError
 from real_is_sim.loop import LoopCfg, OnlineLoop
 from real_is_sim.cell import PhysicalParams
 from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
@@ -100,3 +101,30 @@ def test_hidden_parameters_are_drawn_inside_their_ranges():
     assert all(np.hypot(*d.com_offset[:2]) <= ranges.com_offset + 1e-12 for d in draws)
     with pytest.raises(ValueError, match="friction_table"):
         HiddenParamRanges(friction_table=[0.9, 0.1])
+
+
+@pytest.mark.parametrize("lead", [0, 1])
+def test_the_sensor_compares_the_frames_with_the_twin_lead_ticks_after_their_exposure(lead):
+    cfg = BridgeCfg(
+        loop=LoopCfg(exposure_lead_ticks=lead), cameras=CamerasCfg(num_cameras=2, width=160, height=90),
+        initial_offset=[0.015, -0.01, 0.08], standin=StandInCfg(seed=3, drop_probability=0.0),
+    )
+    session = build_bridge(cfg, load_pusht_cfg())
+    compared = []
+    update = session.loop.sensor.update
+    session.loop.sensor.update = lambda poses, *args: (compared.append(np.array(poses)), update(poses, *args))[1]
+    twin_at = {0: session.twin.object_poses()[0].copy()}  # tick -> the twin's poses then
+    for _ in range(8):
+        report = session.tick()
+        twin_at[session.loop.ticks] = session.twin.object_poses()[0].copy()
+    dt = session.twin.control_dt
+    exposure_tick = int(np.floor((report.t - report.correction_age) / dt + 1e-9))  # the last tick at or before the exposure
+    assert report.correction_age > dt  # the frames are older than one tick: a lead of 1 is not simply "now"
+    assert not np.allclose(twin_at[exposure_tick], twin_at[exposure_tick + 1])  # the twin moved: the check can fail
+    assert np.array_equal(compared[-1], twin_at[min(exposure_tick + lead, session.loop.ticks - 1)])
+
+
+def test_a_negative_or_fractional_exposure_lead_is_refused():
+    for bad in (-1, 0.5):
+        with pytest.raises(ConfigError, match="exposure_lead_ticks"):
+            LoopCfg(exposure_lead_ticks=bad)

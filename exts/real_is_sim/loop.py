@@ -40,6 +40,11 @@ class LoopCfg:
     world: int = 0  # the twin world that mirrors reality
     # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms).
     latency_compensation: bool = True
+    # Start the sensor's optimisation from the twin this many ticks after the exposure (capped at now). Adam's
+    # steps overshoot small errors; started at the exposure pose, with the springs pulled from the current one, the
+    # overshoot feeds the twin's own motion since the exposure back as a push and a resting block rings at 15 Hz
+    # (0: the exposure pose; docs/fidelity.md).
+    exposure_lead_ticks: int = 1
     # Pull the Gaussians' springs from where the twin is now rather than where it was at the exposure. Right when
     # the twin's motion since then is its own correction (a resting block: without it the twin rings around
     # it); wrong when it is tracking a block that keeps moving (reality moved on too). See docs/correction.md.
@@ -75,6 +80,8 @@ class LoopCfg:
             raise ConfigError(f"loop.sensor_worker must be 'process' or 'thread', got {self.sensor_worker!r}")
         if self.held_reading not in HELD_READING_RULES:
             raise ConfigError(f"loop.held_reading must be one of {HELD_READING_RULES}, got {self.held_reading!r}")
+        if not (isinstance(self.exposure_lead_ticks, int) and self.exposure_lead_ticks >= 0):
+            raise ConfigError(f"loop.exposure_lead_ticks must be an integer >= 0, got {self.exposure_lead_ticks!r}")
         if not self.held_full_within >= 0:
             raise ConfigError(f"loop.held_full_within must be >= 0 (m), got {self.held_full_within}")
         if not self.sensor_timeout_s > 0:
@@ -310,6 +317,7 @@ class OnlineLoop:
         """The twin's object poses at the latest recorded time <= ``t`` (the current ones without compensation)."""
         if not self.cfg.latency_compensation:
             return self._pose_history[-1][1]
+        t += self.cfg.exposure_lead_ticks * self.twin.control_dt
         for stamp, poses in reversed(self._pose_history):
             if stamp <= t + 1e-9:
                 return poses

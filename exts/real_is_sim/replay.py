@@ -316,8 +316,11 @@ class _Replay:
             task_module=cfg.task_module, task=cfg.task, twin=cfg.twin, sensor=cfg.sensor, actuator=cfg.actuator,
             cameras=CamerasCfg(source="replay", recording=str(self.recording), serials=list(serials),
                                backgrounds=str(self.backgrounds_dir)),
+            # exposure_lead_ticks 0: the lead answers springs pulled from the current pose; a replay whose springs
+            # pull from the exposure pose compares each frame with the twin at its exposure
             loop=LoopCfg(visual_forces=visual_forces, follow_real=False, realtime=False,
-                         pull_from_current=cfg.pull_from_current, stale_after=cfg.stale_after),
+                         pull_from_current=cfg.pull_from_current, stale_after=cfg.stale_after,
+                         exposure_lead_ticks=0 if not cfg.pull_from_current else LoopCfg.exposure_lead_ticks),
             policy=PolicyCfg(kind="hold"), render_robot=False, recover_lost=False,
         ))
         twin, loop = bridge.twin, bridge.loop
