@@ -100,7 +100,7 @@ def test_wrong_relocalisation_candidate_is_rejected():
     assert len(calls) == 1  # and did not re-localise again every tick (retry after RECOVER_RETRY_TICKS)
 
 
-@pytest.mark.parametrize("knobs", [("exposure",), ("background",)])
+@pytest.mark.parametrize("knobs", [("exposure",), ("background",), ("block",)])
 def test_block_lost_in_earnest_is_recovered_under_an_appearance_gap(knobs):
     session = _session(appearance=HiddenAppearance.realistic(list(knobs)))
     for _ in range(30):

@@ -38,14 +38,18 @@ class InitialPoseCfg:
     keep_yaws: int = 4  # best yaws whose translations are searched
     translation_span: float = 0.02  # m, +- around the seed along both in-plane axes
     translation_steps: int = 5  # per axis
-    coarse_downscale: int = 4  # coarse candidates are scored on images this many times smaller
+    coarse_downscale: int = 4  # coarse candidates are scored on images up to this many times smaller ...
+    # ... while the object keeps this many mask pixels there in its best view: a T-block of 12 coarse pixels ranked
+    # a yaw 120 deg off first (160x90 frames, tests/test_relocalize.py), one of 22 or more its own
+    coarse_min_pixels: int = 50
     refine_candidates: int = 2  # best coarse candidates refined by gradient descent
     refine_iters: int = 60
     both_faces: bool = True  # also search the block upside down (its outline is the same either face up)
     backend: str = "auto"
 
     def __post_init__(self):
-        for name in ("yaw_steps", "keep_yaws", "translation_steps", "coarse_downscale", "refine_candidates"):
+        for name in ("yaw_steps", "keep_yaws", "translation_steps", "coarse_downscale", "coarse_min_pixels",
+                     "refine_candidates"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"InitialPoseCfg.{name} must be at least 1, got {getattr(self, name)}")
         if self.refine_iters < 0 or not self.translation_span >= 0:
@@ -113,6 +117,16 @@ def _silhouettes(cloud: GaussianCloud, pose: np.ndarray, viewmats: np.ndarray, K
     return alpha[..., 0].cpu().numpy()  # gsplat renders on CUDA
 
 
+def _coarse_factor(masks: list[np.ndarray], cfg: InitialPoseCfg) -> int:
+    """The largest downscale up to ``cfg.coarse_downscale`` that leaves the object ``cfg.coarse_min_pixels`` mask
+    pixels in the view that shows most of it (1 when even the full image has fewer)."""
+    pixels = max(int(np.count_nonzero(m)) for m in masks)
+    f = int(cfg.coarse_downscale)
+    while f > 1 and pixels / f**2 < cfg.coarse_min_pixels:
+        f -= 1
+    return f
+
+
 def _score(cloud, pose, motions, viewmats, Ks, masks, width, height, backend) -> np.ndarray:
     """Mean IoU over views for every motion in ``motions`` (M, 4, 4), rendered as moved cameras."""
     moved = np.einsum("cij,mjk->mcik", viewmats, motions).reshape(-1, 4, 4)
@@ -162,7 +176,7 @@ def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewma
 
     # 2. Coarse search at reduced resolution, for each face up: yaw at the seed, then translations for
     #    the best yaws.
-    f = cfg.coarse_downscale
+    f = _coarse_factor(masks, cfg)
     small_w, small_h = width // f, height // f
     small_Ks = Ks.copy()
     small_Ks[:, :2] /= f
