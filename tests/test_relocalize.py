@@ -8,7 +8,7 @@ from real_is_sim.bridge import BridgeCfg, build_bridge
 from real_is_sim.bridge.config import CamerasCfg
 from real_is_sim.correction.sensor import VisualForceSensor, VisualForceSensorCfg
 from real_is_sim.loop import LoopCfg
-from real_is_sim.standin.appearance import HiddenAppearance
+from real_is_sim.standin.appearance import KNOBS, HiddenAppearance
 from real_is_sim.standin.world import StandInCfg
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
 from real_is_sim_tasks.pusht.perception import plausible
@@ -100,7 +100,7 @@ def test_wrong_relocalisation_candidate_is_rejected():
     assert len(calls) == 1  # and did not re-localise again every tick (retry after RECOVER_RETRY_TICKS)
 
 
-@pytest.mark.parametrize("knobs", [("exposure",), ("background",), ("block",)])
+@pytest.mark.parametrize("knobs", [("exposure",), ("background",), ("block",), KNOBS])
 def test_block_lost_in_earnest_is_recovered_under_an_appearance_gap(knobs):
     session = _session(appearance=HiddenAppearance.realistic(list(knobs)))
     for _ in range(30):
