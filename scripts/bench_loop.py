@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from bench_sync import pose_error, push_targets, run_cfg
+from bench_sync import _override, pose_error, push_targets, run_cfg
 from real_is_sim.bridge import BridgeCfg, build_bridge
 from real_is_sim.bridge.config import CamerasCfg
 from real_is_sim.loop import HELD_READING_RULES, LoopCfg
@@ -187,13 +187,14 @@ def loop_figures(runs: list[dict]) -> dict:
 
 
 def serial_vs_pipelined(task, draws: int, laterals: list[float], delays: list[int], render_downscale: int,
-                        held_reading: str = LoopCfg.held_reading) -> dict:
+                        held_reading: str = LoopCfg.held_reading, sensor_set: dict | None = None) -> dict:
     """``delays``: also on each run's reality, the sensor's reading every k ticks applied k ticks later (no
-    thread): what the delay alone costs, whatever the CPU."""
+    thread): what the delay alone costs, whatever the CPU. ``sensor_set``: VisualForceSensorCfg overrides."""
     serial, pipelined, threaded, delayed = [], [], [], {k: [] for k in delays}
     for draw in range(draws):
         for lateral in laterals:
-            cfg = run_cfg(draw, visual_forces=True, overrides={"sensor": {"render_downscale": render_downscale}})
+            sensor = {"render_downscale": render_downscale, **(sensor_set or {})}
+            cfg = run_cfg(draw, visual_forces=True, overrides={"sensor": sensor})
             cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, held_reading=held_reading))  # pipelined only
             run, reality = serial_run(task, cfg, lateral)
             serial.append(run)
@@ -282,7 +283,10 @@ def main() -> None:
                         help="also run each push with the sensor's reading applied k ticks late (no thread)")
     parser.add_argument("--held-reading", choices=HELD_READING_RULES, default=LoopCfg.held_reading,
                         help="the pipelined loop's rule for a reading between arrivals (loop.held_reading)")
+    parser.add_argument("--sensor-set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="serial vs pipelined: VisualForceSensorCfg overrides, e.g. kp=10.0 (a baseline in the same run)")
     args = parser.parse_args()
+    sensor_set = dict(_override(item) for item in args.sensor_set)
     torch.set_num_threads(1)  # small tensors: thread start-up costs more than it saves on 2 cores
     task = load_pusht_cfg()
     load_before = os.getloadavg()[0]
@@ -302,8 +306,10 @@ def main() -> None:
     result["thread_scaling"] = thread_scaling(task)
     print("thread scaling", result["thread_scaling"], flush=True)
     result.update(serial_vs_pipelined(task, args.sync_draws, args.sync_laterals, args.delay_sweep,
-                                      args.render_downscale, args.held_reading))
+                                      args.render_downscale, args.held_reading, sensor_set))
     result["held_reading"] = args.held_reading
+    if sensor_set:
+        result["sensor_set"] = sensor_set
     result["load_average_1min"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]  # other work on 2 cores
     print(json.dumps(result))
 
