@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from bench_sync import _override, pose_error, push_targets, run_cfg
+from bench_sync import parse_override, pose_error, push_targets, run_cfg
 from real_is_sim.bridge import BridgeCfg, build_bridge
 from real_is_sim.bridge.config import CamerasCfg
 from real_is_sim.loop import HELD_READING_RULES, LoopCfg
@@ -286,7 +286,7 @@ def main() -> None:
     parser.add_argument("--sensor-set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="serial vs pipelined: VisualForceSensorCfg overrides, e.g. kp=10.0 (a baseline in the same run)")
     args = parser.parse_args()
-    sensor_set = dict(_override(item) for item in args.sensor_set)
+    sensor_set = dict(parse_override(item) for item in args.sensor_set)
     torch.set_num_threads(1)  # small tensors: thread start-up costs more than it saves on 2 cores
     task = load_pusht_cfg()
     load_before = os.getloadavg()[0]

@@ -48,7 +48,7 @@ def push_targets(session: Bridge, lateral: float) -> np.ndarray:
     return np.concatenate([push, np.repeat(push[-1:], 30, axis=0)])
 
 
-def _override(item: str) -> tuple[str, bool | int | float]:
+def parse_override(item: str) -> tuple[str, bool | int | float]:
     """``KEY=VALUE`` -> (key, bool, int or float): counts such as ``iterations=6`` stay integers, true/false are
     switches such as ``occluder_layer=false``."""
     key, value = item.split("=", 1)
@@ -258,7 +258,7 @@ def main() -> None:
     realistic = HiddenAppearance.realistic(realistic_knobs)
     runs = Runs(tasks, draws, laterals, control=not args.no_control, save=Path(args.save_errors) if args.save_errors else None)
     runs.recover_lost = not args.no_recover
-    runs.overrides = {section: dict(_override(item) for item in items) for section, items in
+    runs.overrides = {section: dict(parse_override(item) for item in items) for section, items in
                       (("sensor", args.sensor_set), ("actuator", args.actuator_set), ("loop", args.loop_set)) if items}
     begin = time.perf_counter()
     result: dict = {"block": block, "draws": draws, "laterals": laterals, "recover_lost": runs.recover_lost}

@@ -38,9 +38,9 @@ class InitialPoseCfg:
     keep_yaws: int = 4  # best yaws whose translations are searched
     translation_span: float = 0.02  # m, +- around the seed along both in-plane axes
     translation_steps: int = 5  # per axis
-    coarse_downscale: int = 4  # coarse candidates are scored on images up to this many times smaller ...
-    # ... while the object keeps this many mask pixels there in its best view: a T-block of 12 coarse pixels ranked
-    # a yaw 120 deg off first (160x90 frames, tests/test_relocalize.py), one of 22 or more its own
+    coarse_downscale: int = 4  # coarse candidates are scored on images at most this many times smaller,
+    # and small enough a factor that the object keeps coarse_min_pixels mask pixels in its best view: a T-block left
+    # 12 coarse pixels ranked a yaw 120 deg off first (160x90 frames, tests/test_relocalize.py), 22 or more its own
     coarse_min_pixels: int = 50
     refine_candidates: int = 2  # best coarse candidates refined by gradient descent
     refine_iters: int = 60
