@@ -284,7 +284,8 @@ def main() -> None:
     parser.add_argument("--held-reading", choices=HELD_READING_RULES, default=LoopCfg.held_reading,
                         help="the pipelined loop's rule for a reading between arrivals (loop.held_reading)")
     parser.add_argument("--sensor-set", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="serial vs pipelined: VisualForceSensorCfg overrides, e.g. kp=10.0 (a baseline in the same run)")
+                        help="serial vs pipelined: VisualForceSensorCfg overrides, e.g. kp=10.0 (a baseline "
+                             "in the same run)")
     args = parser.parse_args()
     sensor_set = dict(parse_override(item) for item in args.sensor_set)
     torch.set_num_threads(1)  # small tensors: thread start-up costs more than it saves on 2 cores

@@ -104,8 +104,8 @@ class BridgeCfg:
     cameras: CamerasCfg = field(default_factory=CamerasCfg)
     # kp 15 (not Embodied Gaussians' 4): with the L2 loss, the actuator's damping and the sensor starting one tick
     # after the exposure (LoopCfg.exposure_lead_ticks) it keeps up with a pushed block without ringing; kp 10 lags,
-    # kp 20 turns the yaw median up (docs/fidelity.md, docs/correction.md). Per Gaussian of a 108-Gaussian body (the procedural
-    # block): a body modelled by more Gaussians gets weaker springs each, the same total (docs/fidelity.md).
+    # kp 20 turns the yaw median up (docs/fidelity.md, docs/correction.md). Per Gaussian of a 108-Gaussian body
+    # (the procedural block): a body modelled by more Gaussians gets weaker springs each, the same total.
     # lr_means 0.009 (6x Embodied Gaussians'): the per-tick reach that keeps up with a pushed block (the scanned
     # block's realistic push error halves; the best cases rest a little less still: docs/fidelity.md).
     sensor: VisualForceSensorCfg = field(default_factory=lambda: VisualForceSensorCfg(kp=15.0, kp_reference_count=108,
