@@ -11,7 +11,7 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.render.virtual_cameras import VirtualCameras
 from real_is_sim.transforms import quat_rotate
 from real_is_sim_tasks.pusht.scripted import ScriptedPusher, push_plan
-from real_is_sim_tasks.pusht.start_poses import FIXED_START_POSES
+from real_is_sim_tasks.pusht.start_poses import FIXED_START_POSES, stratified_start_poses
 
 FRAME = 150  # in contact: the block has moved by then
 
@@ -116,3 +116,13 @@ def test_collect_appends_the_missing_episodes_of_a_dataset(tmp_path, monkeypatch
         assert np.allclose(episode.object_poses[0, 0], pose, atol=1e-6)
     with pytest.raises(ConfigError, match="holds 20 poses, 30 episodes"):
         collect("scripted", "offline", 30, str(FIXED_START_POSES), tmp_path / "other", progress=False)
+
+
+def test_collect_starts_from_the_stratified_design_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr("real_is_sim_tasks.pusht.expert.PushTExpert", _HoldingExpert)
+    collect("scripted", "offline", 2, "stratified", tmp_path, seed=5, progress=False)
+    ds = load_dataset(tmp_path)
+    designed = stratified_start_poses(dataset_cell(ds), 2, 5)
+    assert not np.allclose(designed, start_poses_for(dataset_cell(ds), "random", 2, 5))
+    for episode, pose in zip(ds.episodes, designed):
+        assert np.allclose(episode.object_poses[0, 0], pose, atol=1e-6)

@@ -14,8 +14,11 @@ from real_is_sim_tasks.pusht.start_poses import (
     FIXED_START_POSES,
     StartPoseCheck,
     load_start_poses,
+    ORIGIN_X,
+    ORIGIN_Y,
     random_start_poses,
     start_pose_at,
+    stratified_start_poses,
 )
 
 
@@ -112,6 +115,28 @@ def test_random_start_poses_are_valid_and_reproducible(cfg):
     assert [check.problem(p) for p in poses] == [None] * 12
     np.testing.assert_array_equal(poses, random_start_poses(cfg, 12, seed=3))
     assert not np.allclose(poses, random_start_poses(cfg, 12, seed=4))
+
+
+def test_stratified_start_poses_are_valid_and_reach_the_edges_random_draws_leave_thin(cfg):
+    n = 30
+    poses = stratified_start_poses(cfg, n, seed=3)
+    assert poses.shape == (n, 7)
+    check = StartPoseCheck(cfg)
+    assert [check.problem(p) for p in poses] == [None] * n
+    np.testing.assert_array_equal(poses, stratified_start_poses(cfg, n, seed=3))
+    assert not np.allclose(poses, stratified_start_poses(cfg, n, seed=4))
+
+    def near_edges(p):  # within 2 cm of the start area's x or y limits
+        return int(np.sum((np.min(np.abs(p[:, :1] - np.array(ORIGIN_X)), axis=1) < 0.02)
+                          | (np.min(np.abs(p[:, 1:2] - np.array(ORIGIN_Y)), axis=1) < 0.02)))
+
+    # over 10 seeds, the design puts clearly more poses at the edges than as many uniform draws
+    designed = sum(near_edges(stratified_start_poses(cfg, n, seed)) for seed in range(10))
+    uniform = sum(near_edges(random_start_poses(cfg, n, seed)) for seed in range(10))
+    assert designed > 1.5 * uniform
+    # every sixth of the yaw circle is covered
+    counts = np.histogram(yaw_of(poses[:, 3:7]), bins=6, range=(-np.pi, np.pi))[0]
+    assert counts.min() >= 2
 
 
 def test_start_pose_check_names_what_is_wrong(cfg):

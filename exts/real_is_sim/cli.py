@@ -5,7 +5,7 @@
     real-is-sim demo [--out out/demo]
     real-is-sim replay --out DIR [--max-frames N] [--no-checks] [--arm-occluder]
     real-is-sim export-usd SESSION_DIR [--out FILE]
-    real-is-sim collect --out DIR [--expert scripted|teleop] [--mode offline|online] [--episodes N] [--start-poses FILE|random]
+    real-is-sim collect --out DIR [--expert scripted|teleop] [--mode offline|online] [--episodes N] [--start-poses FILE|random|stratified]
     real-is-sim train --dataset DIR --out DIR [--variant pose|static_camera|wrist_camera|real_image] [--steps N ...]
     real-is-sim eval --checkpoint CKPT|RUN_DIR ... --out FILE.json [--protocol quick|paper] [--mode offline|online] [--executor local|ray]
     real-is-sim build-object RECORDING --frame N (--background-frame M | --backgrounds DIR | --masks DIR) --out DIR
@@ -324,8 +324,9 @@ def _collect_parser(sub) -> None:
     p.add_argument("--expert", default="scripted", choices=EXPERTS)
     p.add_argument("--mode", default="offline", choices=MODES)
     p.add_argument("--episodes", type=int, default=10, help="episodes the dataset should hold (default 10)")
-    p.add_argument("--start-poses", default="random", metavar="FILE|random",
-                   help="a start pose file ({\"poses\": [[7 numbers], ...]}) or random ones (seeded)")
+    p.add_argument("--start-poses", default="random", metavar="FILE|random|stratified",
+                   help="a start pose file ({\"poses\": [[7 numbers], ...]}), random ones or ones spread over the "
+                        "start area by design (both seeded)")
     p.add_argument("--out", required=True, help="the dataset root (created, or resumed when it exists)")
     p.add_argument("--seed", type=int, default=0, help="random start poses, the expert's planner, the stand-in")
     p.add_argument("--task", default="pusht.yaml", help="the task YAML (default pusht.yaml)")

@@ -98,3 +98,40 @@ def random_start_poses(cfg: PushTCfg, n: int, seed: int) -> np.ndarray:
         if check.problem(pose) is None:
             poses.append(pose)
     raise ConfigError(f"could not draw {n} valid start poses for this cell (work area {WORK_AREA_RADIUS} m from the base)")
+
+
+def stratified_start_poses(cfg: PushTCfg, n: int, seed: int, attempts: int = 200) -> np.ndarray:
+    """``n`` valid start poses ``[n, 7]`` spread over ``ORIGIN_X`` x ``ORIGIN_Y`` x yaw by design, for demonstrations.
+
+    Uniform draws leave the start area's edges thin (the work-area check rejects many poses there, and 30 draws
+    seldom land near a corner), while an evaluation grid puts a fifth of its poses on them. Here the positions
+    are a grid whose outer rows lie on the area's edges, each jittered by up to half a cell (clipped to the
+    area), visited in a seeded random order; the yaws are ``n`` equal strata of [-pi, pi), one draw in each,
+    shuffled. A pose the check refuses is drawn again within its cell and yaw stratum, then anywhere in its
+    cell."""
+    if n < 1:
+        raise ConfigError(f"number of start poses must be at least 1, got {n}")
+    rng = np.random.default_rng(seed)
+    check = StartPoseCheck(cfg)
+    width_x, width_y = ORIGIN_X[1] - ORIGIN_X[0], ORIGIN_Y[1] - ORIGIN_Y[0]
+    cells_x = max(2, int(round(np.sqrt(n * width_x / width_y))))
+    cells_y = max(2, int(np.ceil(n / cells_x)))
+    grid_x, grid_y = np.linspace(*ORIGIN_X, cells_x), np.linspace(*ORIGIN_Y, cells_y)
+    cells = [(i, j) for i in range(cells_x) for j in range(cells_y)]
+    order = rng.permutation(len(cells))[:n]
+    yaw_strata = rng.permutation(n)
+    poses = []
+    for cell, stratum in zip(order, yaw_strata):
+        i, j = cells[cell]
+        for attempt in range(attempts):
+            x = np.clip(grid_x[i] + rng.uniform(-0.5, 0.5) * width_x / (cells_x - 1), *ORIGIN_X)
+            y = np.clip(grid_y[j] + rng.uniform(-0.5, 0.5) * width_y / (cells_y - 1), *ORIGIN_Y)
+            low = -np.pi + 2 * np.pi * stratum / n
+            yaw = rng.uniform(low, low + 2 * np.pi / n) if attempt < attempts // 2 else rng.uniform(-np.pi, np.pi)
+            pose = start_pose_at(cfg, x, y, yaw)
+            if check.problem(pose) is None:
+                poses.append(pose)
+                break
+        else:
+            raise ConfigError(f"no valid start pose near ({grid_x[i]:.3f}, {grid_y[j]:.3f}) after {attempts} draws")
+    return np.array(poses)

@@ -40,11 +40,14 @@ class CollectResult:
 
 
 def start_poses_for(cfg, source: str, episodes: int, seed: int) -> np.ndarray:
-    """``episodes`` start poses [N, 7]: drawn at random (``source == "random"``, seeded) or the first N of a file."""
-    from real_is_sim_tasks.pusht.start_poses import load_start_poses, random_start_poses
+    """``episodes`` start poses [N, 7]: drawn at random (``source == "random"``), spread over the start area by
+    design (``"stratified"``; both seeded) or the first N of a file."""
+    from real_is_sim_tasks.pusht.start_poses import load_start_poses, random_start_poses, stratified_start_poses
 
     if source == "random":
         return random_start_poses(cfg, episodes, seed)
+    if source == "stratified":
+        return stratified_start_poses(cfg, episodes, seed)
     poses = load_start_poses(source)
     if len(poses) < episodes:
         raise ConfigError(f"--start-poses {source} holds {len(poses)} poses, {episodes} episodes were asked for")
