@@ -91,6 +91,9 @@ def test_copied_episodes_start_a_mixed_dataset_unchanged(tmp_path):
         for field in ("t", "object_poses", "q", "q_cmd", "progress"):
             np.testing.assert_array_equal(getattr(new, field), getattr(old, field))
         assert new.extra == {**old.extra, "copied_from": f"{tmp_path / 'a'}#{old.index}"}
+    # a copy of the copy (how shards are merged) keeps where the episode was recorded
+    assert copy_episodes(tmp_path / "b", tmp_path / "d", [1]) == 1
+    assert load_dataset(tmp_path / "d").episodes[0].extra["copied_from"] == f"{tmp_path / 'a'}#0"
     with pytest.raises(DataError, match="outside"):
         copy_episodes(tmp_path / "a", tmp_path / "c", [3])
 

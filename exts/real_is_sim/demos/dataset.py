@@ -413,8 +413,9 @@ def load_dataset(root) -> Dataset:
 def copy_episodes(source, destination, indices) -> int:
     """Append the episodes ``indices`` of the dataset at ``source`` to the one at ``destination`` (created with the
     source's fps, cell and static data; an existing one must match them), frames and per-episode extras unchanged:
-    how a mixed dataset starts (e.g. 30 demonstrations of one set, then targeted ones collected into it). Returns the
-    destination's episode count."""
+    how a mixed dataset starts (e.g. 30 demonstrations of one set, then targeted ones collected into it). Each copy
+    records ``copied_from`` (``source#index``; a copy of a copy keeps the first). Returns the destination's
+    episode count."""
     src = load_dataset(source)
     chosen = [src.episodes[i] for i in indices] if all(0 <= i < len(src.episodes) for i in indices) else None
     if chosen is None:
@@ -425,5 +426,7 @@ def copy_episodes(source, destination, indices) -> int:
         for k in range(len(episode)):
             writer.add_frame(t=float(episode.t[k]), object_poses=episode.object_poses[k], q=episode.q[k],
                              q_cmd=episode.q_cmd[k])
-        writer.end_episode(episode.success, **episode.extra, copied_from=f"{source}#{episode.index}")
+        # a copy of a copy keeps the episode's first origin: where it was recorded
+        extra = {"copied_from": f"{source}#{episode.index}", **episode.extra}
+        writer.end_episode(episode.success, **extra)
     return writer.num_episodes
