@@ -37,12 +37,17 @@ class ObservationRenderer:
         self.variant, self.size, self.cell = variant, size, cell
         self.noise_std = StandInCfg().noise_std if variant == "real_image" else 0.0
         self._rng = np.random.default_rng(seed)
+        self._cameras = None  # built at the first call
 
     def render(self, object_poses, robot_q) -> np.ndarray:
-        from real_is_sim.render.virtual_cameras import render_virtual
+        from real_is_sim.render.virtual_cameras import VirtualCameras
 
+        # this renderer's own cameras: render_virtual finds a cell's cameras by serialising the cell to YAML on
+        # every call
+        if self._cameras is None:
+            self._cameras = VirtualCameras(self.cell if self.cell is not None else cell_from_yaml(""))
         kind = "wrist" if self.variant == "wrist_camera" else "static"
-        images = render_virtual(kind, np.asarray(object_poses), np.asarray(robot_q), self.size, self.size, cell=self.cell)
+        images = self._cameras.render(kind, np.asarray(object_poses), np.asarray(robot_q), self.size, self.size)
         if not self.noise_std:
             return images
         noisy = images / 255.0 + self._rng.normal(0.0, self.noise_std, images.shape)
