@@ -35,7 +35,10 @@ DATASETS = [
     ("later recipe: 30 random + 30 handover, training seed 1", "policy_handover_rel_tool_60k_s1_exec16.json"),
     ("later recipe: 30 random + 30 handover, tempo 1.5, training seed 0", "policy_handover_rel_tool_60k_s0_exec16_tempo15.json"),
     ("later recipe: 30 random + 30 handover, tempo 1.5, training seed 1", "policy_handover_rel_tool_60k_s1_exec16_tempo15.json"),
-]
+    ("later recipe: 60 stratified start poses, training seed 0", "policy_strat60_rel_tool_60k_s0_exec16.json"),
+    ("later recipe: 60 stratified start poses, training seed 1", "policy_strat60_rel_tool_60k_s1_exec16.json"),
+] + [(f"later recipe: 60 stratified start poses, tempo 1.5, training seed {seed}",
+      f"policy_strat60_rel_tool_60k_s{seed}_exec16_tempo15.json") for seed in range(4)]
 # Fig. 8b: the four observation variants, 2000-step camera policies of the former script (not learnt: docs/policy.md)
 REPRESENTATIONS = [
     ("pose", "policy_goal_ema_100k_exec16.json"),
