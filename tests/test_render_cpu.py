@@ -190,6 +190,33 @@ def test_threads_give_the_same_images_and_gradients():
             assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
 
 
+def test_batch_of_scenes_equals_one_call_per_scene():
+    """gsplat's batch dimension: scene b is seen by its own cameras only, exactly as rendering it alone, and each
+    scene's Gaussians get the gradients of its own images."""
+    scenes = [random_scene(seed)[0] for seed in (10, 11, 12)]
+    _, viewmat, K = random_scene(10)
+    views = torch.stack([viewmat, viewmat]).float()
+    views[1, 0, 3] = 0.25  # two cameras per scene
+    Ks = K.expand(2, 3, 3).float()
+    bg = torch.rand(3, 2, H, W, 3, generator=torch.Generator().manual_seed(3))
+    weights = torch.rand(3, 2, H, W, 3, generator=torch.Generator().manual_seed(4))
+    batched = [torch.stack([scene[i] for scene in scenes]).float().requires_grad_() for i in range(5)]
+    rgb, alpha, meta = rasterization(*batched, views.expand(3, 2, 4, 4), Ks.expand(3, 2, 3, 3), W, H, backgrounds=bg,
+                                     backend="cpu")
+    assert rgb.shape == (3, 2, H, W, 3) and alpha.shape == (3, 2, H, W, 1) and meta["means2d"].shape == (3, 2, 40, 2)
+    ((rgb * weights).sum() + alpha.sum()).backward()
+    for b, scene in enumerate(scenes):
+        alone = [p.float().clone().requires_grad_() for p in scene]
+        rgb_b, alpha_b, _ = rasterization(*alone, views, Ks, W, H, backgrounds=bg[b], backend="cpu")
+        ((rgb_b * weights[b]).sum() + alpha_b.sum()).backward()
+        assert torch.equal(rgb[b].detach(), rgb_b.detach()) and torch.equal(alpha[b].detach(), alpha_b.detach())
+        assert alpha_b.max() > 0.5  # the scene is visible
+        for leaf, mine in zip(alone, batched):
+            assert torch.allclose(mine.grad[b], leaf.grad, atol=1e-6, rtol=1e-5)
+    with pytest.raises(RenderError, match="viewmats"):  # one batch dimension on every input
+        rasterization(*[p.detach() for p in batched], views, Ks, W, H, backend="cpu")
+
+
 def test_tile_split_covers_every_tile_once_with_balanced_work():
     params, viewmat, K = random_scene(40)
     _, _, meta = rasterization(*[p.float() for p in params], viewmat[None].float(), K[None].float(), W, H, backend="cpu")

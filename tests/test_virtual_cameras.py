@@ -82,15 +82,15 @@ def test_bad_input_is_one_clear_error(scene):
         cameras.render("static", block, q_start, W, H, camera="nope")
 
 
-def test_one_rasterization_call_for_a_batch_matches_state_by_state(scene):
+def test_scenes_side_by_side_in_one_call_match_state_by_state(scene):
     # the gsplat path (scenes 100 m apart in one call), run here on the CPU backend
     cell, cameras, block, q_start, q_above = scene
-    one_call = VirtualCameras(cell, one_call=True)
+    spaced = VirtualCameras(cell, spaced=True)
     poses = np.repeat(block[None], 3, axis=0)
     poses[:, 0, 1] += [-0.03, 0.0, 0.03]
     qs = np.stack([q_start, q_above, q_start])
     for kind in ("static", "wrist"):
-        batch = one_call.render(kind, poses, qs, W, H).astype(int)
+        batch = spaced.render(kind, poses, qs, W, H).astype(int)
         single = np.stack([cameras.render(kind, poses[b], qs[b], W, H) for b in range(3)]).astype(int)
         assert np.abs(batch - single).max() <= 2  # float32 rounding of the shifted positions
         assert np.abs(batch - single).mean() < 0.05

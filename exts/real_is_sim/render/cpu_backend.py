@@ -30,13 +30,14 @@ TILE_SIZE = 32  # with per-row ellipse spans, on the T-block views: 32 px beats 
 def _project(
     means: wp.array(dtype=wp.vec3), quats: wp.array(dtype=wp.vec4), scales: wp.array(dtype=wp.vec3),
     opacities: wp.array(dtype=float), viewmats: wp.array(dtype=wp.mat44), Ks: wp.array(dtype=wp.mat33),
-    n_gaussians: int, width: int, height: int, eps2d: float, near_plane: float, far_plane: float,
+    n_gaussians: int, cameras_per_set: int, width: int, height: int, eps2d: float, near_plane: float, far_plane: float,
     means2d: wp.array(dtype=wp.vec2), conics: wp.array(dtype=wp.vec3), depths: wp.array(dtype=float),
     radii: wp.array(dtype=wp.vec2i),
 ):
+    # camera `cam` sees Gaussian set cam // cameras_per_set (one set: every camera sees the same Gaussians)
     tid = wp.tid()
     cam = tid // n_gaussians
-    n = tid - cam * n_gaussians
+    n = (cam // cameras_per_set) * n_gaussians + tid - cam * n_gaussians
     V = viewmats[cam]
     Rv = wp.mat33(V[0, 0], V[0, 1], V[0, 2], V[1, 0], V[1, 1], V[1, 2], V[2, 0], V[2, 1], V[2, 2])
     p = Rv * means[n] + wp.vec3(V[0, 3], V[1, 3], V[2, 3])
@@ -358,11 +359,14 @@ def bin_into_tiles(means2d: np.ndarray, radii: np.ndarray, depths: np.ndarray, n
                      (tile_starts + tile_counts).astype(np.int32), tiles_x, tiles_y, tile_size)
 
 
-def _per_view_arrays(opacities: torch.Tensor, colors: torch.Tensor, n_cameras: int):
-    """Opacities [C*N], colours [C*N, 3] and the sigma beyond which alpha < 1/255, ln(255 opacity) [C*N]."""
-    opacities = opacities.repeat(n_cameras).contiguous()
+def _per_view_arrays(opacities: torch.Tensor, colors: torch.Tensor, n_gaussians: int, cameras_per_set: int):
+    """Opacities [C*N], colours [C*N, 3] and the sigma beyond which alpha < 1/255, ln(255 opacity) [C*N], from the
+    S sets' opacities [S*N] and colours [S*N, 3], each set seen by ``cameras_per_set`` cameras."""
+    sets = opacities.shape[0] // max(n_gaussians, 1)  # no Gaussians: no sets, empty arrays
+    opacities = opacities.reshape(sets, 1, n_gaussians).expand(sets, cameras_per_set, n_gaussians).reshape(-1)
+    colors = colors.reshape(sets, 1, n_gaussians, 3).expand(sets, cameras_per_set, n_gaussians, 3).reshape(-1, 3)
     limits = torch.log(opacities / ALPHA_THRESHOLD) + 1e-3  # margin: the exact alpha test decides near the edge
-    return opacities, colors.repeat(n_cameras, 1).contiguous(), limits
+    return opacities.contiguous(), colors.contiguous(), limits
 
 
 def _gather_records(tiles: TileLists, means2d, conics, per_view, depths) -> list[torch.Tensor]:
@@ -438,16 +442,18 @@ def _no_layer(pixels: int) -> StaticLayer:
 
 def _composite(inputs, settings, layer: StaticLayer | None):
     """Project, bin and composite front to back; every array the backward pass needs."""
-    width, height, eps2d, near_plane, far_plane, tile_size, threads = settings
-    C, N = inputs[5].shape[0], inputs[0].shape[0]
+    width, height, eps2d, near_plane, far_plane, tile_size, threads, cameras_per_set = settings
+    C = inputs[5].shape[0]
+    N = inputs[0].shape[0] * cameras_per_set // C  # Gaussians per set
     pixels = C * height * width
     means2d, conics = torch.zeros(C * N, 2), torch.zeros(C * N, 3)
     depths, radii = torch.zeros(C * N), torch.zeros(C * N, 2, dtype=torch.int32)
     project_args = [_wp(inputs[0], wp.vec3), _wp(inputs[1], wp.vec4), _wp(inputs[2], wp.vec3), _wp(inputs[3]),
-                    _wp(inputs[5], wp.mat44), _wp(inputs[6], wp.mat33), N, width, height, eps2d, near_plane, far_plane]
+                    _wp(inputs[5], wp.mat44), _wp(inputs[6], wp.mat33), N, cameras_per_set, width, height, eps2d,
+                    near_plane, far_plane]
     projected = [_wp(means2d, wp.vec2), _wp(conics, wp.vec3), _wp(depths), _wp(radii, wp.vec2i)]
     wp.launch(_project, dim=C * N, inputs=project_args, outputs=projected, device="cpu")
-    per_view = _per_view_arrays(inputs[3], inputs[4], C)
+    per_view = _per_view_arrays(inputs[3], inputs[4], N, cameras_per_set)
     tiles = bin_into_tiles(means2d.numpy(), radii.numpy(), depths.numpy(), N, width, height, tile_size,
                            conics.numpy(), per_view[2].numpy())
     if layer is not None:  # the layer's pixels need tiles even where no Gaussian reaches
@@ -502,7 +508,8 @@ def render_layer(means, quats, scales, opacities, colors, viewmats, Ks, width: i
                  near_plane: float = 0.01, far_plane: float = 1e10, tile_size: int = TILE_SIZE, threads: int = 1) -> StaticLayer:
     """A :class:`StaticLayer` of these Gaussians (the cameras and image size of the renders it will go into)."""
     inputs = [t.detach().float().contiguous().cpu() for t in (means, quats, scales, opacities, colors, viewmats, Ks)]
-    out = _composite(inputs, (width, height, float(eps2d), near_plane, far_plane, tile_size, threads), None)
+    settings = (width, height, float(eps2d), near_plane, far_plane, tile_size, threads, viewmats.shape[0])
+    out = _composite(inputs, settings, None)
     alpha = 1.0 - out["T"]
     depth = torch.where(alpha > 1e-6, out["depth_sum"] / alpha.clamp_min(1e-6), torch.full_like(alpha, float("inf")))
     return StaticLayer(out["rgb"], out["T"], depth)
@@ -510,7 +517,8 @@ def render_layer(means, quats, scales, opacities, colors, viewmats, Ks, width: i
 
 class RasterizeCPU(torch.autograd.Function):
     """(means, quats, scales, opacities, colors) -> (rgb [C,H,W,3] without background, alpha [C,H,W,1]); with a
-    :class:`StaticLayer`, composited with it."""
+    :class:`StaticLayer`, composited with it. The Gaussian inputs hold S sets of N ([S*N, ...]); camera c sees set
+    c // cameras_per_set (``settings[-1]``; S = 1: every camera sees all)."""
 
     @staticmethod
     def forward(ctx, means, quats, scales, opacities, colors, viewmats, Ks, settings, layer=None):
@@ -531,10 +539,11 @@ class RasterizeCPU(torch.autograd.Function):
         T = ctx.saved_tensors[0]  # saved_tensors also checks that none was modified in place since
         out = ctx.out
         project_inputs, projected = out["project_args"][:6], out["projected"]
-        width, height, eps2d, near_plane, far_plane, tile_size, threads = ctx.settings
+        width, height, eps2d, near_plane, far_plane, tile_size, threads, cameras_per_set = ctx.settings
         tiles = out["tiles"]
-        N = project_inputs[0].shape[0]
         C = project_inputs[4].shape[0]
+        S = C // cameras_per_set  # Gaussian sets
+        N = project_inputs[0].shape[0] // S
         # one gradient buffer per thread (tiles of one camera share Gaussians), summed in a fixed order
         K = len(out["ranges"])
         per_thread = [torch.zeros(K, C * N, 2), torch.zeros(K, C * N, 3), torch.zeros(K, C * N), torch.zeros(K, C * N, 3)]
@@ -558,11 +567,13 @@ class RasterizeCPU(torch.autograd.Function):
         _run_ranges(composite_backward, out["ranges"])
         v_means2d, v_conics, v_opacities, v_colors = (g[0] if K == 1 else g.sum(0) for g in per_thread)
         grads = [_wp(v_means2d, wp.vec2), _wp(v_conics, wp.vec3), _wp(v_opacities), _wp(v_colors, wp.vec3)]
-        v_means, v_quats, v_scales = torch.zeros(N, 3), torch.zeros(N, 4), torch.zeros(N, 3)
+        v_means, v_quats, v_scales = torch.zeros(S * N, 3), torch.zeros(S * N, 4), torch.zeros(S * N, 3)
         wp.launch(_project, dim=C * N, device="cpu", adjoint=True,
-                  inputs=[*project_inputs, N, width, height, eps2d, near_plane, far_plane], outputs=projected,
+                  inputs=[*project_inputs, N, cameras_per_set, width, height, eps2d, near_plane, far_plane],
+                  outputs=projected,
                   adj_inputs=[_wp(v_means, wp.vec3), _wp(v_quats, wp.vec4), _wp(v_scales, wp.vec3), None, None, None,
-                              0, 0, 0, 0.0, 0.0, 0.0],
+                              0, 0, 0, 0, 0.0, 0.0, 0.0],
                   adj_outputs=[grads[0], grads[1], None, None])
-        return (v_means, v_quats, v_scales, v_opacities.reshape(C, N).sum(0), v_colors.reshape(C, N, 3).sum(0),
-                None, None, None, None)
+        # a set's Gaussians collect the gradients of the cameras that see them
+        return (v_means, v_quats, v_scales, v_opacities.reshape(S, cameras_per_set, N).sum(1).reshape(S * N),
+                v_colors.reshape(S, cameras_per_set, N, 3).sum(1).reshape(S * N, 3), None, None, None, None)

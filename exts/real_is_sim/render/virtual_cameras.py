@@ -4,10 +4,10 @@ the Franka's hand, rendered from a state (object poses, robot joints) alone, bat
 The scene: the objects' Gaussians posed on their bodies, the robot's (:class:`RobotAppearance`, FK at the joints;
 static cameras only: the wrist camera rides on the hand, whose links would fill its view, and the Isaac Lab env's
 wrist camera renders the objects alone too) and the empty cell behind them (the checkered table model the stand-in
-and the sensor use). With gsplat (CUDA) a batch of B states is rendered in one ``rasterization`` call: state b's
+and the sensor use). A batch of B states is rendered in one ``rasterization`` call. On the CPU backend each state's
+scene goes in as one entry of the batch dimension, seen by its own camera only. With gsplat (CUDA) state b's
 Gaussians are moved ``b * BATCH_SPACING`` along world x and its camera with them, so each camera sees only its own
-state (the others are off-screen or beyond the far plane). The CPU backend renders state by state: there the one
-call projects every camera's B-fold Gaussians and was 3x slower (docs/dataset.md).
+state (the others are off-screen or beyond the far plane): the way that was checked on a GPU, kept there.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ class VirtualCameras:
     stand-in's ring, whose first camera the Isaac Lab env also uses) and from the wrist camera."""
 
     def __init__(self, cell: CellCfg, cameras: list[CameraInfo] | None = None, render_robot: bool = True,
-                 backend: str = "auto", one_call: bool | None = None):
-        """``one_call``: a batch in one rasterization call (None: when gsplat renders, see the module doc)."""
+                 backend: str = "auto", spaced: bool | None = None):
+        """``spaced``: a batch's scenes side by side in space instead of in the batch dimension (None: when gsplat
+        renders, see the module doc)."""
         self.cell = cell
         self.cloud: GaussianCloud = block_cloud(cell)
         self.plane = tuple(float(v) for v in table_plane(cell.table))
@@ -66,8 +67,9 @@ class VirtualCameras:
         self.appearance = RobotAppearance(base_pose=np.asarray(cell.robot.base_pose))
         self.render_robot = render_robot
         self.backend = backend
-        self._one_call = (backend == "gsplat" or (backend == "auto" and gsplat_available())) if one_call is None else one_call
+        self._spaced = (backend == "gsplat" or (backend == "auto" and gsplat_available())) if spaced is None else spaced
         self._backgrounds: dict[tuple, np.ndarray] = {}  # static cameras' empty cell, per (serial, W, H)
+        self._copies: dict[int, GaussianCloud] = {}  # the objects' cloud repeated for a batch of B states
         # the wrist camera's intrinsics: the static camera's field of view (as the Isaac Lab env's cameras)
         self.wrist = CameraInfo("wrist", self.cameras[0].K, self.cameras[0].width, self.cameras[0].height, X_HAND_WRIST)
         self._hand_id = self.appearance.model.getFrameId(HAND_FRAME)
@@ -112,38 +114,61 @@ class VirtualCameras:
         K = scaled_intrinsics(base.K, base.resolution, width, height)
         X_WCs = [base.X_WC if kind == "static" else self.hand_pose(q) @ base.X_WC for q in qs]
         static_serial = base.serial if kind == "static" else None
-        if self._one_call:
-            images = self._render_batch(poses, qs, X_WCs, K, width, height, static_serial)
-        else:
-            images = np.concatenate([self._render_batch(poses[b:b + 1], qs[b:b + 1], X_WCs[b:b + 1], K, width, height,
-                                                        static_serial) for b in range(len(poses))])
+        scenes = self._scenes(poses, qs, with_robot=self.render_robot and static_serial is not None)
+        backgrounds = np.stack([self._background(static_serial, X_WC, K, width, height) for X_WC in X_WCs])
+        with torch.no_grad():
+            if self._spaced:
+                images = self._rasterize_spaced(scenes, X_WCs, K, width, height, backgrounds)
+            else:  # one call, each state's scene seen by its own camera (the batch dimension)
+                viewmats = np.stack([viewmat_from_opengl(X_WC)[None] for X_WC in X_WCs])  # [B, 1, 4, 4]
+                images, _, _ = rasterization(
+                    *scenes, torch.as_tensor(viewmats, dtype=torch.float32),
+                    torch.as_tensor(np.repeat(K[None, None], len(poses), 0), dtype=torch.float32), width, height,
+                    backgrounds=torch.as_tensor(backgrounds[:, None]), backend=self.backend, far_plane=FAR_PLANE)
+                images = images[:, 0]
+        images = (images.cpu().clamp(0, 1).numpy() * 255.0 + 0.5).astype(np.uint8)
         return images[0] if single else images
 
-    def _render_batch(self, poses, qs, X_WCs, K, width, height, static_serial) -> np.ndarray:
-        means, quats, scales, opacities, colors, viewmats, backgrounds = [], [], [], [], [], [], []
-        for b, (state, q, X_WC) in enumerate(zip(poses, qs, X_WCs)):
-            clouds = [(self.cloud, torch.as_tensor(state, dtype=torch.float32))]
-            if self.render_robot and static_serial is not None:
-                clouds.append((self.appearance.cloud(q), None))
-            shift = torch.tensor([b * BATCH_SPACING, 0.0, 0.0])
-            for cloud, body_poses in clouds:
-                m, r = pose_cloud(cloud, body_poses) if body_poses is not None else (cloud.means, cloud.quats)
-                means.append(m + shift)
-                quats.append(r)
-                scales.append(cloud.scales)
-                opacities.append(cloud.opacities)
-                colors.append(cloud.colors)
+    def _scenes(self, poses: np.ndarray, qs: np.ndarray, with_robot: bool) -> list[torch.Tensor]:
+        """means, quats, scales, opacities, colours ``[B, N, ...]`` of the B states: the objects' Gaussians on their
+        poses (one posing of B copies of the cloud) and the robot's at its joints."""
+        B, n_objects = poses.shape[:2]
+        copies = self._copies.get(B)
+        if copies is None:  # B copies of the objects' cloud, copy b on bodies b * n_objects + body
+            cloud = self.cloud
+            offsets = (torch.arange(B) * n_objects).repeat_interleave(len(cloud))
+            body_ids = cloud.body_ids.repeat(B)
+            copies = GaussianCloud(*(t.repeat(B, *([1] * (t.ndim - 1))) for t in (cloud.means, cloud.quats,
+                                     cloud.scales, cloud.opacities, cloud.colors)),
+                                   torch.where(body_ids >= 0, body_ids + offsets, body_ids))
+            self._copies = {B: copies}
+        means, quats = pose_cloud(copies, torch.as_tensor(poses.reshape(-1, 7), dtype=torch.float32))
+        parts = [(means.reshape(B, -1, 3), quats.reshape(B, -1, 4), self.cloud)]
+        if with_robot:
+            robot = self.appearance
+            parts.append((robot.means(qs), robot.quats.expand(B, -1, 4), robot))
+        shared = [[getattr(source, field).expand(B, *getattr(source, field).shape) for _, _, source in parts]
+                  for field in ("scales", "opacities", "colors")]  # the same in every state
+        return [torch.cat([m for m, _, _ in parts], 1), torch.cat([q for _, q, _ in parts], 1),
+                *(torch.cat(field, 1) for field in shared)]
+
+    def _rasterize_spaced(self, scenes, X_WCs, K, width, height, backgrounds) -> torch.Tensor:
+        """gsplat: the B states' scenes side by side, ``b * BATCH_SPACING`` along world x, and each camera moved with
+        its scene, in one call."""
+        B, N = scenes[0].shape[:2]
+        shift = torch.zeros(B, 1, 3)
+        shift[:, 0, 0] = torch.arange(B) * BATCH_SPACING
+        viewmats = []
+        for b, X_WC in enumerate(X_WCs):
             shifted = X_WC.copy()
             shifted[0, 3] += b * BATCH_SPACING
             viewmats.append(viewmat_from_opengl(shifted))
-            backgrounds.append(self._background(static_serial, X_WC, K, width, height))
-        with torch.no_grad():
-            images, _, _ = rasterization(
-                torch.cat(means), torch.cat(quats), torch.cat(scales), torch.cat(opacities), torch.cat(colors),
-                torch.as_tensor(np.stack(viewmats), dtype=torch.float32),
-                torch.as_tensor(np.repeat(K[None], len(poses), 0), dtype=torch.float32), width, height,
-                backgrounds=torch.as_tensor(np.stack(backgrounds)), backend=self.backend, far_plane=FAR_PLANE)
-        return (images.cpu().clamp(0, 1).numpy() * 255.0 + 0.5).astype(np.uint8)
+        images, _, _ = rasterization(
+            (scenes[0] + shift).reshape(B * N, 3), *(t.reshape(B * N, *t.shape[2:]) for t in scenes[1:]),
+            torch.as_tensor(np.stack(viewmats), dtype=torch.float32),
+            torch.as_tensor(np.repeat(K[None], B, 0), dtype=torch.float32), width, height,
+            backgrounds=torch.as_tensor(backgrounds), backend=self.backend, far_plane=FAR_PLANE)
+        return images
 
     def _background(self, static_serial: str | None, X_WC: np.ndarray, K: np.ndarray, width: int, height: int) -> np.ndarray:
         """The empty cell: fixed for a static camera (cached), per state for the wrist camera."""

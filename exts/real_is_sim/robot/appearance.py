@@ -99,19 +99,25 @@ class RobotAppearance:
         return len(self._local)
 
     def means(self, q_arm: np.ndarray, finger_width: float = 0.0) -> torch.Tensor:
-        """World positions ``(N, 3)`` of the robot's Gaussians at arm joints ``q_arm (7,)``."""
+        """World positions ``(N, 3)`` of the robot's Gaussians at arm joints ``q_arm (7,)``; for joints ``(B, 7)``,
+        ``(B, N, 3)`` (one FK per state, the Gaussians of all states posed at once)."""
         pin = self._pin
-        q = np.zeros(self.model.nq)
-        q[:ARM_DOF] = np.asarray(q_arm, dtype=np.float64)
-        q[ARM_DOF:] = finger_width / 2
-        pin.forwardKinematics(self.model, self.data, q)
-        pin.updateFramePlacements(self.model, self.data)
-        out = np.empty_like(self._local)
-        for frame_id in np.unique(self._frame_ids):
+        qs = np.asarray(q_arm, dtype=np.float64)
+        frame_ids = np.unique(self._frame_ids)
+        X_W_frames = np.empty((len(np.atleast_2d(qs)), len(frame_ids), 4, 4))  # [B, F, 4, 4]
+        for b, q_b in enumerate(np.atleast_2d(qs)):
+            q = np.zeros(self.model.nq)
+            q[:ARM_DOF] = q_b
+            q[ARM_DOF:] = finger_width / 2
+            pin.forwardKinematics(self.model, self.data, q)
+            pin.updateFramePlacements(self.model, self.data)
+            for k, frame_id in enumerate(frame_ids):
+                X_W_frames[b, k] = self.X_WBase @ self.data.oMf[int(frame_id)].homogeneous
+        out = np.empty((len(X_W_frames), *self._local.shape))
+        for k, frame_id in enumerate(frame_ids):
             sel = self._frame_ids == frame_id
-            T = self.X_WBase @ self.data.oMf[int(frame_id)].homogeneous
-            out[sel] = self._local[sel] @ T[:3, :3].T + T[:3, 3]
-        return torch.as_tensor(out, dtype=torch.float32)
+            out[:, sel] = self._local[sel] @ X_W_frames[:, k, :3, :3].transpose(0, 2, 1) + X_W_frames[:, k, None, :3, 3]
+        return torch.as_tensor(out if qs.ndim == 2 else out[0], dtype=torch.float32)
 
     def cloud(self, q_arm: np.ndarray) -> GaussianCloud:
         """The robot at ``q_arm`` as a static (world-frame, ``body_ids == -1``) cloud: an occluder."""
