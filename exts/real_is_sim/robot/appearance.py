@@ -102,10 +102,11 @@ class RobotAppearance:
         """World positions ``(N, 3)`` of the robot's Gaussians at arm joints ``q_arm (7,)``; for joints ``(B, 7)``,
         ``(B, N, 3)`` (one FK per state, the Gaussians of all states posed at once)."""
         pin = self._pin
-        qs = np.asarray(q_arm, dtype=np.float64)
+        q_arm = np.asarray(q_arm, dtype=np.float64)
+        qs = np.atleast_2d(q_arm)  # [B, 7]
         frame_ids = np.unique(self._frame_ids)
-        X_W_frames = np.empty((len(np.atleast_2d(qs)), len(frame_ids), 4, 4))  # [B, F, 4, 4]
-        for b, q_b in enumerate(np.atleast_2d(qs)):
+        X_W_frames = np.empty((len(qs), len(frame_ids), 4, 4))  # [B, F, 4, 4]
+        for b, q_b in enumerate(qs):
             q = np.zeros(self.model.nq)
             q[:ARM_DOF] = q_b
             q[ARM_DOF:] = finger_width / 2
@@ -117,7 +118,7 @@ class RobotAppearance:
         for k, frame_id in enumerate(frame_ids):
             sel = self._frame_ids == frame_id
             out[:, sel] = self._local[sel] @ X_W_frames[:, k, :3, :3].transpose(0, 2, 1) + X_W_frames[:, k, None, :3, 3]
-        return torch.as_tensor(out if qs.ndim == 2 else out[0], dtype=torch.float32)
+        return torch.as_tensor(out if q_arm.ndim == 2 else out[0], dtype=torch.float32)
 
     def cloud(self, q_arm: np.ndarray) -> GaussianCloud:
         """The robot at ``q_arm`` as a static (world-frame, ``body_ids == -1``) cloud: an occluder."""
