@@ -156,6 +156,21 @@ def test_protocols_seeds_and_units():
     assert cooler.key(eps[0]) == EvalSpec(["a.pt"]).key(eps[0]) + "|n0.5"
     faster = EvalSpec(["a.pt"], worlds=8, noise_scale=0.5, tempo=2.0)  # another execution speed: other episodes
     assert plan_units(faster, eps[:8])[0].tempo == 2.0 and faster.key(eps[0]) == cooler.key(eps[0]) + "|T2"
+    honest = EvalSpec(["a.pt"], mode="online", appearance="realistic", overrides=["standin.appearance.arm_shadow=0"])
+    (unit,) = plan_units(honest, eps[:1])
+    assert honest.key(eps[0]) == EvalSpec(["a.pt"], mode="online").key(eps[0]) + "|Arealistic"  # other episodes
+    assert unit.appearance == "realistic" and unit.overrides[-1] == "standin.appearance.arm_shadow=0"  # the user's win
+    from real_is_sim.bridge.config import load_bridge_cfg
+    from real_is_sim.standin.appearance import KNOBS, HiddenAppearance
+
+    assert load_bridge_cfg("standin", overrides=unit.overrides[:-1]).standin.appearance == HiddenAppearance.realistic()
+    assert load_bridge_cfg("standin", overrides=unit.overrides).standin.appearance.knobs_on() == [
+        k for k in KNOBS if k != "arm_shadow"]
+    assert plan_units(EvalSpec(["a.pt"], mode="online"), eps[:1])[0].overrides == []  # "twin": the stand-in as modelled
+    with pytest.raises(ConfigError, match="online runs only"):
+        EvalSpec(["a.pt"], appearance="realistic")
+    with pytest.raises(ConfigError, match="appearance"):
+        EvalSpec(["a.pt"], mode="online", appearance="glossy")
     with pytest.raises(ConfigError):
         EvalSpec(["a.pt"], mode="sideways")
     with pytest.raises(ConfigError, match="noise_scale"):
@@ -358,6 +373,7 @@ def test_online_episode_against_the_standin_counts_tracking(tiny):
     (episode,) = episodes(spec, CFG)
     (row,) = run_unit(Unit("online", checkpoint, [episode], spec.seconds, spec.overrides))
     assert row["mode"] == "online" and row["standin_seed"] == episode.seed and row["start"] == "two_01"
+    assert row["appearance"] == "twin"
     assert row["tracking_failures"] == 0 and row["tracking_events"] == []  # 0.25 s is too short for a failure
     assert 0.0 <= row["max_sync_error_m"] < 0.02 and row["ground_truth"] is False
 

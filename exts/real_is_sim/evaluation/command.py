@@ -11,7 +11,7 @@ from real_is_sim.errors import ConfigError
 def add_eval_arguments(p) -> None:
     from real_is_sim.evaluation.controls import CONTROLS
     from real_is_sim.evaluation.run import EXECUTORS
-    from real_is_sim.evaluation.spec import MODES, PROTOCOLS
+    from real_is_sim.evaluation.spec import APPEARANCES, MODES, PROTOCOLS
 
     p.add_argument("--checkpoint", nargs="+", required=True, metavar="CKPT",
                    help="checkpoint files, or run directories (every step_*.pt in them, in order: a sweep)")
@@ -35,6 +35,10 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--noise-scale", type=float, help="the flow's start noise x this (default: the checkpoint's, 1)")
     p.add_argument("--tempo", type=float, help="run chunks this many times faster than demonstrated (default: the "
                                                "checkpoint's, 1); the twin's arm keeps to its joint speed limits")
+    p.add_argument("--appearance", default="twin", choices=APPEARANCES,
+                   help="online: how the stand-in looks. twin: the twin's own Gaussians, background, calibration and "
+                        "exposure (a best case for the sensor); realistic: every HiddenAppearance knob on "
+                        "(docs/fidelity.md), the honest setting")
     p.add_argument("--control", choices=CONTROLS,
                    help="offline, instead of the policy: a demonstration replayed open loop (start pose k: "
                         "demonstration k), the arm held at q_start, or the scripted expert; the checkpoint gives the "
@@ -73,7 +77,8 @@ def spec_from_args(args):
     spec = EvalSpec.for_protocol(args.protocol, expand_checkpoints(args.checkpoint), mode=args.mode,
                                  start_poses=args.start_poses, random_seed=args.random_seed, seed=args.seed,
                                  worlds=args.worlds, execute=args.execute, overrides=list(args.overrides),
-                                 control=args.control, noise_scale=args.noise_scale, tempo=args.tempo)
+                                 control=args.control, noise_scale=args.noise_scale, tempo=args.tempo,
+                                 appearance=args.appearance)
     for key, value in custom.items():
         setattr(spec, key, value)
     spec.__post_init__()

@@ -142,7 +142,7 @@ def episode_row(e: Episode, unit: Unit, outcome: dict, wall_s: float) -> dict:
     return {"key": unit.key(e), "mode": unit.mode, "checkpoint": e.checkpoint, "start": e.start,
             "pose_index": e.pose_index, "trial": e.trial, "seed": e.seed, "seconds_limit": unit.seconds,
             "execute_waypoints": unit.execute, "control": unit.control, "noise_scale": unit.noise_scale,
-            "tempo": unit.tempo,
+            "tempo": unit.tempo, "appearance": unit.appearance,
             "start_pose": [round(v, 6) for v in e.start_pose], **outcome, "wall_s": round(wall_s, 2)}
 
 

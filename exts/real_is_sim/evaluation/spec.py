@@ -20,6 +20,8 @@ from real_is_sim.evaluation.controls import CONTROLS
 from real_is_sim.evaluation.stats import rate_summary
 
 MODES = ("offline", "online")
+# online: the stand-in renders the twin's own model ("twin", a best case) or every HiddenAppearance knob on
+APPEARANCES = ("twin", "realistic")
 RULES = ("ground_truth", "coverage", "progress")
 RULE_TEXT = {
     "ground_truth": "the block (ground truth: the twin offline, the stand-in online) within the goal tolerances "
@@ -76,6 +78,7 @@ class EvalSpec:
     control: str | None = None  # offline: a control instead of the policy (evaluation.controls; the checkpoint gives the cell and dataset)
     noise_scale: float | None = None  # the flow's start noise x this (None: the checkpoint's PolicyCfg.noise_scale)
     tempo: float | None = None  # chunks run this many times faster than demonstrated (None: the checkpoint's PolicyCfg.tempo)
+    appearance: str = "twin"  # online: how the stand-in looks (APPEARANCES); "realistic" is the honest setting
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -93,6 +96,10 @@ class EvalSpec:
             raise ConfigError(f"tempo must be > 0, got {self.tempo}")
         if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol must be one of {tuple(PROTOCOLS)}, got {self.protocol!r}")
+        if self.appearance not in APPEARANCES:
+            raise ConfigError(f"appearance must be one of {APPEARANCES}, got {self.appearance!r}")
+        if self.appearance != "twin" and self.mode != "online":
+            raise ConfigError(f"appearance {self.appearance!r} is the stand-in's: online runs only ({self.mode})")
 
     @classmethod
     def for_protocol(cls, name: str, checkpoints: list[str], mode: str = "offline", overrides=(), **kwargs) -> "EvalSpec":
@@ -107,7 +114,7 @@ class EvalSpec:
                    overrides=[*p.overrides, *overrides], **kwargs)
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale, self.tempo)
+        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale, self.tempo, self.appearance)
 
     def protocol_label(self) -> str:
         """The protocol name when the settings are the protocol's, else 'custom'."""
@@ -130,9 +137,10 @@ class Episode:
     start_pose: tuple  # (7,)
 
     def key(self, mode: str, seconds: float, execute: int | None = None, control: str | None = None,
-            noise_scale: float | None = None, tempo: float | None = None) -> str:
+            noise_scale: float | None = None, tempo: float | None = None, appearance: str = "twin") -> str:
         tail = ("" if execute is None else f"|x{execute}") + ("" if control is None else f"|c{control}")
         tail += ("" if noise_scale is None else f"|n{noise_scale:g}") + ("" if tempo is None else f"|T{tempo:g}")
+        tail += "" if appearance == "twin" else f"|A{appearance}"
         return f"{mode}|{self.checkpoint}|{self.start}|t{self.trial}|s{self.seed}|{seconds:g}s{tail}"
 
 
@@ -148,9 +156,21 @@ class Unit:
     control: str | None = None
     noise_scale: float | None = None
     tempo: float | None = None
+    appearance: str = "twin"
 
     def key(self, e: Episode) -> str:
-        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale, self.tempo)
+        return e.key(self.mode, self.seconds, self.execute, self.control, self.noise_scale, self.tempo, self.appearance)
+
+
+def appearance_overrides(appearance: str) -> list[str]:
+    """BridgeCfg overrides that make the stand-in look ``appearance``: "twin" none (it renders the twin's own model,
+    a best case for the sensor); "realistic" every ``HiddenAppearance`` knob on, as the sync benchmark's headline."""
+    from real_is_sim.standin.appearance import HiddenAppearance
+
+    if appearance == "twin":
+        return []
+    default = asdict(HiddenAppearance())
+    return [f"standin.appearance.{k}={v}" for k, v in asdict(HiddenAppearance.realistic()).items() if v != default[k]]
 
 
 def episode_seed(seed: int, pose_index: int, trial: int) -> int:
@@ -190,8 +210,9 @@ def plan_units(spec: EvalSpec, todo: list[Episode]) -> list[Unit]:
     for ckpt in dict.fromkeys(e.checkpoint for e in todo):
         mine = [e for e in todo if e.checkpoint == ckpt]
         size = spec.worlds if spec.mode == "offline" else 1
-        units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, list(spec.overrides), spec.execute, spec.control,
-                       spec.noise_scale, spec.tempo)
+        overrides = [*appearance_overrides(spec.appearance), *spec.overrides]  # the user's overrides win
+        units += [Unit(spec.mode, ckpt, mine[k:k + size], spec.seconds, overrides, spec.execute, spec.control,
+                       spec.noise_scale, spec.tempo, spec.appearance)
                   for k in range(0, len(mine), size)]
     return units
 

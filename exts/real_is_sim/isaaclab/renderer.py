@@ -4,7 +4,7 @@
 Each env's camera sees only that env's bodies (as Newton's per-world renderer does). Body poses come from Isaac
 Lab's scene data provider (the Newton state's ``body_q`` on the Newton backend, forward kinematics applied), read
 at every render; camera poses and intrinsics are the camera's own buffers. Rendering is
-:func:`real_is_sim.render.clouds.render_clouds` (our CPU backend, or gsplat on CUDA), one call per view.
+:func:`real_is_sim.render.clouds.render_clouds` (our CPU backend, or gsplat on CUDA), all views in one batched call.
 
 Conventions: Isaac Lab hands the renderer the camera orientation in its "world" convention (forward +X, up +Z);
 the rasterizer wants an OpenCV world-to-camera matrix (forward +Z, down +Y). The intrinsic matrix is the camera's
@@ -166,20 +166,21 @@ class GaussianRenderer(BaseRenderer):
         return wp.to_torch(transforms.transforms).reshape(-1, 7)
 
     def render(self, render_data: GaussianRenderData) -> None:
+        """Every view (view i is env i, seeing only that env's bodies) in one batched rasterization call."""
         data = render_data
-        poses = self.body_poses()
+        poses = self.body_poses()[data.body_indices]  # [views, bodies, 7]
+        views = poses.shape[0]
         viewmats = opencv_viewmats(data.positions.torch, data.orientations.torch)
         Ks = data.intrinsics.torch.float()
-        for view in range(data.body_indices.shape[0]):
-            env_poses = poses[data.body_indices[view]]
-            with torch.no_grad():
-                colors, alphas, _ = render_clouds(
-                    self.clouds, [pose[None] for pose in env_poses], viewmats[view : view + 1], Ks[view : view + 1],
-                    data.width, data.height, requires_grad=[False] * len(self.clouds), backgrounds=data.background[None],
-                    backend=self.cfg.backend, near_plane=data.near_plane, far_plane=data.far_plane,
-                )
-            image = torch.cat([colors[0], alphas[0]], dim=-1)
-            data.rgba[view] = (image.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
+        with torch.no_grad():
+            colors, alphas, _ = render_clouds(
+                self.clouds, [poses[:, i, None] for i in range(len(self.clouds))], viewmats[:, None], Ks[:, None],
+                data.width, data.height, requires_grad=[False] * len(self.clouds),
+                backgrounds=data.background.expand(views, 1, -1), backend=self.cfg.backend,
+                near_plane=data.near_plane, far_plane=data.far_plane,
+            )
+        image = torch.cat([colors[:, 0], alphas[:, 0]], dim=-1)
+        data.rgba.copy_((image.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8))
 
     def read_output(self, render_data: GaussianRenderData, camera_data) -> None:
         """Nothing to copy: :meth:`render` writes into the camera's own buffer."""

@@ -75,7 +75,9 @@ class RobotAppearance:
             points.append(stick)
             frames.append(np.full(len(stick), self.model.getFrameId("panda_hand")))
         self._local = np.concatenate(points)
-        self._frame_ids = np.concatenate(frames)
+        frame_ids = np.concatenate(frames)
+        # each link frame and which Gaussians ride on it, found once: means() runs every tick
+        self._frames = [(int(f), frame_ids == f) for f in np.unique(frame_ids)]
         n = len(self._local)
         c = self.cfg
         self.scales = torch.full((n, 3), c.scale)
@@ -104,19 +106,17 @@ class RobotAppearance:
         pin = self._pin
         q_arm = np.asarray(q_arm, dtype=np.float64)
         qs = np.atleast_2d(q_arm)  # [B, 7]
-        frame_ids = np.unique(self._frame_ids)
-        X_W_frames = np.empty((len(qs), len(frame_ids), 4, 4))  # [B, F, 4, 4]
+        X_W_frames = np.empty((len(qs), len(self._frames), 4, 4))  # [B, F, 4, 4]
         for b, q_b in enumerate(qs):
             q = np.zeros(self.model.nq)
             q[:ARM_DOF] = q_b
             q[ARM_DOF:] = finger_width / 2
             pin.forwardKinematics(self.model, self.data, q)
             pin.updateFramePlacements(self.model, self.data)
-            for k, frame_id in enumerate(frame_ids):
-                X_W_frames[b, k] = self.X_WBase @ self.data.oMf[int(frame_id)].homogeneous
+            for k, (frame_id, _) in enumerate(self._frames):
+                X_W_frames[b, k] = self.X_WBase @ self.data.oMf[frame_id].homogeneous
         out = np.empty((len(X_W_frames), *self._local.shape))
-        for k, frame_id in enumerate(frame_ids):
-            sel = self._frame_ids == frame_id
+        for k, (_, sel) in enumerate(self._frames):
             out[:, sel] = self._local[sel] @ X_W_frames[:, k, :3, :3].transpose(0, 2, 1) + X_W_frames[:, k, None, :3, 3]
         return torch.as_tensor(out if q_arm.ndim == 2 else out[0], dtype=torch.float32)
 
