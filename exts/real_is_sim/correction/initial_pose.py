@@ -9,7 +9,11 @@ a few cm and tens of degrees away), and the visual forces only close small error
    the seed for the best few yaws, each candidate scored by silhouette IoU (alpha > 0.5 against the object's
    pixels) at a reduced resolution. Candidates are rendered in one batch: moving the
    block by a rigid motion D equals moving every camera by D (``viewmat @ D``), so one cloud serves all;
-3. :func:`real_is_sim.render.pose_fit.fit_body_pose` gradient refinement of the best candidates.
+3. :func:`real_is_sim.render.pose_fit.fit_body_pose` gradient refinement of the best candidates of each face;
+4. the refined pose whose render, composited into the frames, the task's ``object_mask`` finds most like the
+   frames' own object pixels (mean IoU over views; silhouette IoU breaks ties). A silhouette cannot tell which
+   face is up, the object's colours can: with one view of the shared clip, silhouettes picked the wrong face
+   (docs/replay.md).
 
 Every candidate is the scan pose, or the scan pose upside down
 (:func:`~real_is_sim.render.pose_fit.upside_down_pose`: a silhouette cannot tell which face of the T is
@@ -60,6 +64,7 @@ class InitialPoseCfg:
 class InitialPose:
     pose: np.ndarray  # (7,) px, py, pz, qx, qy, qz, qw: the body frame in the world
     ious: list[float]  # per view, at full resolution
+    colour_ious: list[float]  # per view: object_mask of the render composited into the frame against the frame's
     seed: np.ndarray  # (3,) the back-projected mask centroid
     coarse_iou: float  # mean IoU of the best coarse candidate (reduced resolution)
 
@@ -135,6 +140,26 @@ def _score(cloud, pose, motions, viewmats, Ks, masks, width, height, backend) ->
     return np.array([np.mean([silhouette_iou(a, m) for a, m in zip(per_view, masks)]) for per_view in alpha])
 
 
+def _colour_ious(cloud: GaussianCloud, pose: np.ndarray, images: list[np.ndarray], viewmats: np.ndarray, Ks: np.ndarray,
+                 masks: list[np.ndarray], object_mask, backend: str) -> list[float]:
+    """Per view: the object's pixels (``object_mask``) in the frame with ``cloud`` at ``pose`` rendered into it,
+    against those of the frame itself: the silhouette, and whether the render shows the colours the frame does."""
+    height, width = masks[0].shape
+    means, quats = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))
+    with torch.no_grad():
+        rgb, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors,
+                                      torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32),
+                                      width, height, backend=backend)
+    rgb, alpha = rgb.clamp(0.0, 1.0).cpu().numpy(), alpha.cpu().numpy()
+    ious = []
+    for image, mask, colour, a in zip(images, masks, rgb, alpha):
+        image = np.asarray(image)
+        scale = 255.0 if image.dtype == np.uint8 else 1.0
+        composite = (colour * scale * a + image * (1.0 - a)).astype(image.dtype)
+        ious.append(silhouette_iou(object_mask(composite).astype(np.float32), mask))
+    return ious
+
+
 def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewmats: np.ndarray, Ks: np.ndarray,
                           scan_pose: np.ndarray, plane: np.ndarray, cfg: InitialPoseCfg | None = None, *,
                           object_mask: Callable[[np.ndarray], np.ndarray]) -> InitialPose:
@@ -183,8 +208,8 @@ def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewma
     small_masks = [_downscale_mask(m, f) for m in masks]
     yaws = np.linspace(-np.pi, np.pi, cfg.yaw_steps, endpoint=False)
     steps = np.linspace(-cfg.translation_span, cfg.translation_span, cfg.translation_steps)
-    starts, scores = [], []
-    for face, pivot in zip(faces, pivots):
+    starts, scores, face_of = [], [], []
+    for index, (face, pivot) in enumerate(zip(faces, pivots)):
         to_seed = seed - pivot - normal * (normal @ (seed - pivot))
         motions = np.stack([planar_motion(normal, pivot, yaw, to_seed) for yaw in yaws])
         yaw_scores = _score(cloud, face, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend)
@@ -193,10 +218,13 @@ def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewma
                             for yaw in best_yaws for a in steps for b in steps])
         scores.extend(_score(cloud, face, motions, viewmats, small_Ks, small_masks, small_w, small_h, cfg.backend))
         starts.extend(_moved_pose(motion, face) for motion in motions)
-    scores = np.array(scores)
-    order = np.argsort(scores)[::-1][: cfg.refine_candidates]
+        face_of.extend([index] * len(motions))
+    scores, face_of = np.array(scores), np.array(face_of)
+    ranked = np.argsort(scores, kind="stable")[::-1]
+    order = [i for face in range(len(faces)) for i in ranked[face_of[ranked] == face][: cfg.refine_candidates]]
 
-    # 3. Gradient refinement of the best few at full resolution; keep the one that ends best.
+    # 3. Gradient refinement of each face's best few at full resolution; 4. keep the one whose colours explain the
+    #    frames best (the faces tie in silhouette), silhouette IoU breaking ties.
     vm_t, K_t = torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32)
     best = None
     for index in order:
@@ -208,6 +236,9 @@ def estimate_initial_pose(cloud: GaussianCloud, images: list[np.ndarray], viewma
         else:
             pose = start
             ious = [silhouette_iou(a, m) for a, m in zip(_silhouettes(cloud, start, viewmats, Ks, width, height, cfg.backend), masks)]
-        if best is None or np.mean(ious) > np.mean(best[1]):
-            best = (pose, ious)
-    return InitialPose(best[0], [float(v) for v in best[1]], seed, float(scores[order[0]]))
+        colour_ious = _colour_ious(cloud, pose, images, viewmats, Ks, masks, object_mask, cfg.backend)
+        key = (np.mean(colour_ious), np.mean(ious))
+        if best is None or key > best[0]:
+            best = (key, pose, ious, colour_ious)
+    _, pose, ious, colour_ious = best
+    return InitialPose(pose, [float(v) for v in ious], [float(v) for v in colour_ious], seed, float(scores.max()))
