@@ -54,6 +54,9 @@ REPRESENTATIONS = [
 ONLINE = ["eval_pose_10k_sweep_quick_online.json", "sweep_mined30_s0_online.json",
           "eval_handover_rel_tool_60k_s1_tempo15_fixed20_online.json", "eval_strat60_s1_fixed20_online.json",
           "sweep_strat60_s1_online.json"]
+# the same episodes (checkpoints, start poses, seeds, settings) against the stand-in as modelled ("twin" appearance, a
+# best case for the sensor) and with every HiddenAppearance knob on ("realistic"): the honest online setting
+APPEARANCE_PAIRS = [("eval_strat60_s1_fixed20_online.json", "eval_strat60_s1_fixed20_online_realistic.json")]
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
 # 60k are in the 20-pose file): counted there only
 COUNTED_ELSEWHERE = {"sweep_strat60_s1_online.json": ("step_010000.pt", "step_060000.pt")}
@@ -113,11 +116,49 @@ def tracking_failure_rate() -> dict:
             "demonstrations": "offline (sim-only) scripted demonstrations: no policy trained on online ones exists"}
 
 
-def best_online(min_episodes: int = 20) -> dict | None:
+def rows_of(name: str) -> list[dict]:
+    path = (RESULTS / name).with_suffix(".jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def appearance_pairs() -> list[dict]:
+    """Per checkpoint: the same online episodes with the twin's appearance and with the realistic one, side by side
+    (success, tracking), and the exact McNemar test of the success difference (paired by start pose and seed)."""
+    import numpy as np
+
+    from real_is_sim.evaluation.stats import mcnemar_exact, rate_summary
+
+    out = []
+    for twin_name, realistic_name in APPEARANCE_PAIRS:
+        twin_rows, realistic_rows = rows_of(twin_name), rows_of(realistic_name)
+        if not twin_rows or not realistic_rows:
+            out.append({"files": [twin_name, realistic_name], "missing": "both result files are needed"})
+            continue
+        for checkpoint in dict.fromkeys(r["checkpoint"] for r in realistic_rows):
+            def episode(r):
+                return r["start"], r["trial"], r["seed"]
+            realistic = {episode(r): r for r in realistic_rows if r["checkpoint"] == checkpoint}
+            twin = {episode(r): r for r in twin_rows if r["checkpoint"] == checkpoint and episode(r) in realistic}
+            pairs = [(twin[k], realistic[k]) for k in twin]
+            side = {}
+            for label, index in (("twin_appearance", 0), ("realistic_appearance", 1)):
+                rows = [p[index] for p in pairs]
+                side[label] = {"ground_truth": rate_summary(sum(r["ground_truth"] for r in rows), len(rows)),
+                               "episodes_with_tracking_failure": sum(r["tracking_failures"] > 0 for r in rows),
+                               "median_max_sync_error_m": round(float(np.median([r["max_sync_error_m"] for r in rows])), 4)}
+            only_twin = sum(a["ground_truth"] and not b["ground_truth"] for a, b in pairs)
+            only_realistic = sum(b["ground_truth"] and not a["ground_truth"] for a, b in pairs)
+            out.append({"files": [twin_name, realistic_name], "checkpoint": checkpoint, "episodes": len(pairs),
+                        **side, "only_twin": only_twin, "only_realistic": only_realistic,
+                        "p_mcnemar": round(mcnemar_exact(only_twin, only_realistic), 6)})
+    return out
+
+
+def best_online(files: list[str], min_episodes: int = 20) -> dict | None:
     """The highest online ground-truth rate among checkpoints evaluated on at least ``min_episodes`` episodes (the 20
     fixed start poses): 4 or 10 episodes cannot single out a best."""
     best = None
-    for name in ONLINE:
+    for name in files:
         result = read(name)
         for c in (result or {}).get("checkpoints", []):
             if c["episodes"] < min_episodes:
@@ -140,6 +181,9 @@ def main() -> int:
                                "(docs/evaluation.md)",
                      "sweep": "the 20 fixed start poses x 1 trial, 30 s, execute 16, tempo 1.5, online (2 cameras "
                               "240x135) and offline, the same episode seeds (docs/experiments.md, section 1)",
+                     "appearance": "online, the same episodes with the stand-in rendering the twin's own model "
+                                   "(twin) and with every HiddenAppearance knob on (realistic): the 20 fixed start "
+                                   "poses x 1 trial, 30 s, execute 16, tempo 1.5, 2 cameras 240x135",
                      "earlier_sweep": "online quick (4 episodes); offline 40 x 2 trials, 20 s, whole chunks; agreement "
                                       "counted on the online run's 4 start poses"},
         "sweep": sweep(),
@@ -147,7 +191,10 @@ def main() -> int:
         "datasets": [ground_truth_row(label, name) for label, name in DATASETS],
         "representations": [ground_truth_row(label, name) for label, name in REPRESENTATIONS],
         "tracking_failure_rate": tracking_failure_rate(),
-        "best_online_success": best_online(),
+        "appearance": appearance_pairs(),
+        # the headline: the realistic setting; the best case beside it, named as such
+        "best_online_success": best_online([realistic for _, realistic in APPEARANCE_PAIRS]),
+        "best_online_success_twin_appearance": best_online(ONLINE),
     }
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(json.dumps(document))

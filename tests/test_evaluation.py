@@ -15,8 +15,8 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.evaluation.agreement import compare_checkpoints, load_result, plot_sweep, sweep_agreement
 from real_is_sim.evaluation.online import tracking_failures
 from real_is_sim.evaluation.spec import EvalSpec, episode_seed, episodes, plan_units
-from real_is_sim.evaluation.stats import (agreement, compare_rates, fisher_exact, kendall_tau, mmrv, pearson,
-                                          two_proportion_z, wilson_interval)
+from real_is_sim.evaluation.stats import (agreement, compare_rates, fisher_exact, kendall_tau, mcnemar_exact, mmrv,
+                                          pearson, two_proportion_z, wilson_interval)
 from real_is_sim.transforms import quat_from_yaw, quat_multiply, quat_rotate
 from real_is_sim_tasks.pusht import goal_errors, is_success, load_pusht_cfg
 from real_is_sim_tasks.pusht import coverage as coverage_module
@@ -62,6 +62,11 @@ def test_significance_two_proportion_and_fisher_against_hand_values():
         k1, n1, k2, n2 = table
         expected = scipy_stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue
         assert fisher_exact(*table) == pytest.approx(expected, rel=1e-9)
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)  # 6 discordant pairs all one way: 2 x 0.5^6
+    assert mcnemar_exact(1, 6) == pytest.approx(2 * 8 / 128)  # 2 x (1 + 7) / 2^7
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
+    for a, b in ((2, 9), (5, 1), (4, 12)):
+        assert mcnemar_exact(a, b) == pytest.approx(scipy_stats.binomtest(a, a + b, 0.5).pvalue, rel=1e-9)
 
 
 def test_pearson_kendall_and_mmrv_against_hand_computed_cases():

@@ -76,6 +76,16 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> di
             "significant_fisher": bool(p_f < alpha), "alpha": alpha}
 
 
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided p of the exact McNemar test for paired outcomes (the same episodes under two settings): ``only_a``
+    pairs won by setting a alone, ``only_b`` by b alone; under p_a = p_b each discordant pair is a fair coin."""
+    if min(only_a, only_b) < 0:
+        raise DataError(f"mcnemar_exact needs counts >= 0, got {only_a}, {only_b}")
+    n = only_a + only_b
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail)
+
+
 def _pair(x, y) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape or len(x) < 2 or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
