@@ -64,7 +64,7 @@ class InitialPoseCfg:
 class InitialPose:
     pose: np.ndarray  # (7,) px, py, pz, qx, qy, qz, qw: the body frame in the world
     ious: list[float]  # per view, at full resolution
-    colour_ious: list[float]  # per view: object_mask of the render composited into the frame against the frame's
+    colour_ious: list[float]  # per view: IoU of object_mask on the frame with the render composited in vs on the frame
     seed: np.ndarray  # (3,) the back-projected mask centroid
     coarse_iou: float  # mean IoU of the best coarse candidate (reduced resolution)
 
