@@ -117,8 +117,15 @@ def tracking_failure_rate() -> dict:
 
 
 def rows_of(name: str) -> list[dict]:
-    path = (RESULTS / name).with_suffix(".jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    """The finished episodes of a result file (its ``.jsonl``), as ``real-is-sim eval`` reads them back."""
+    from real_is_sim.evaluation.spec import read_rows
+
+    return list(read_rows((RESULTS / name).with_suffix(".jsonl")).values())
+
+
+def episode_of(row: dict) -> tuple:
+    """What pairs a row with the same episode under other settings: start pose, trial, seed."""
+    return row["start"], row["trial"], row["seed"]
 
 
 def appearance_pairs() -> list[dict]:
@@ -135,10 +142,8 @@ def appearance_pairs() -> list[dict]:
             out.append({"files": [twin_name, realistic_name], "missing": "both result files are needed"})
             continue
         for checkpoint in dict.fromkeys(r["checkpoint"] for r in realistic_rows):
-            def episode(r):
-                return r["start"], r["trial"], r["seed"]
-            realistic = {episode(r): r for r in realistic_rows if r["checkpoint"] == checkpoint}
-            twin = {episode(r): r for r in twin_rows if r["checkpoint"] == checkpoint and episode(r) in realistic}
+            realistic = {episode_of(r): r for r in realistic_rows if r["checkpoint"] == checkpoint}
+            twin = {episode_of(r): r for r in twin_rows if r["checkpoint"] == checkpoint and episode_of(r) in realistic}
             pairs = [(twin[k], realistic[k]) for k in twin]
             side = {}
             for label, index in (("twin_appearance", 0), ("realistic_appearance", 1)):

@@ -111,15 +111,22 @@ def _downscale_mask(mask: np.ndarray, factor: int) -> np.ndarray:
     return blocks.mean(axis=(1, 3)) > 0.5
 
 
-def _silhouettes(cloud: GaussianCloud, pose: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int, height: int,
-                 backend: str) -> np.ndarray:
-    """Alpha ``(C, H, W)`` of ``cloud`` at ``pose`` seen by every camera (one batched render)."""
+def _render(cloud: GaussianCloud, pose: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int, height: int,
+            backend: str) -> tuple[np.ndarray, np.ndarray]:
+    """Colours ``(C, H, W, 3)`` in [0, 1] and alpha ``(C, H, W)`` of ``cloud`` at ``pose`` seen by every camera (one
+    batched render)."""
     means, quats = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))
     with torch.no_grad():
-        _, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors,
-                                    torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32),
-                                    width, height, backend=backend)
-    return alpha[..., 0].cpu().numpy()  # gsplat renders on CUDA
+        rgb, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors,
+                                      torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32),
+                                      width, height, backend=backend)
+    return rgb.clamp(0.0, 1.0).cpu().numpy(), alpha[..., 0].cpu().numpy()  # gsplat renders on CUDA
+
+
+def _silhouettes(cloud: GaussianCloud, pose: np.ndarray, viewmats: np.ndarray, Ks: np.ndarray, width: int, height: int,
+                 backend: str) -> np.ndarray:
+    """Alpha ``(C, H, W)`` of ``cloud`` at ``pose`` seen by every camera."""
+    return _render(cloud, pose, viewmats, Ks, width, height, backend)[1]
 
 
 def _coarse_factor(masks: list[np.ndarray], cfg: InitialPoseCfg) -> int:
@@ -145,14 +152,9 @@ def _colour_ious(cloud: GaussianCloud, pose: np.ndarray, images: list[np.ndarray
     """Per view: the object's pixels (``object_mask``) in the frame with ``cloud`` at ``pose`` rendered into it,
     against those of the frame itself: the silhouette, and whether the render shows the colours the frame does."""
     height, width = masks[0].shape
-    means, quats = pose_cloud(cloud, torch.tensor(pose[None], dtype=torch.float32))
-    with torch.no_grad():
-        rgb, alpha, _ = rasterization(means, quats, cloud.scales, cloud.opacities, cloud.colors,
-                                      torch.tensor(viewmats, dtype=torch.float32), torch.tensor(Ks, dtype=torch.float32),
-                                      width, height, backend=backend)
-    rgb, alpha = rgb.clamp(0.0, 1.0).cpu().numpy(), alpha.cpu().numpy()
+    rgb, alpha = _render(cloud, pose, viewmats, Ks, width, height, backend)
     ious = []
-    for image, mask, colour, a in zip(images, masks, rgb, alpha):
+    for image, mask, colour, a in zip(images, masks, rgb, alpha[..., None]):
         image = np.asarray(image)
         scale = 255.0 if image.dtype == np.uint8 else 1.0
         composite = (colour * scale * a + image * (1.0 - a)).astype(image.dtype)
