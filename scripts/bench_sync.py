@@ -16,6 +16,9 @@ Gaussians, table, true calibration, exposure drift, motion blur, arm shadow, rob
 "perfect" = the stand-in renders the twin's own model (the setting of the figures before issue #17). Block: the
 scanned T-block of the shared object file when the shared data is present, else the procedural one. Forces-off runs
 never look at the frames, so one set of them (per block, draw and push) is the control of every appearance row.
+Before each forces-on run the cell's cameras are calibrated by the hand-eye routine (a checkerboard on the stand-in
+robot's hand, real_is_sim.cameras.hand_eye), as a real cell is calibrated before use; --nominal-calibration keeps
+the nominal cameras instead (the setting before 2026-12-07). Each calibration is reported under "hand_eye".
 Writes a plot of the headline's error over time to --out. Last stdout line: one JSON object.
 """
 
@@ -29,11 +32,13 @@ import numpy as np
 import torch
 
 from real_is_sim.bridge import Bridge, BridgeCfg, build_bridge
+from real_is_sim.cameras.hand_eye import project
 from real_is_sim.loop import LoopCfg
 from real_is_sim.paths import shared_data_dir
 from real_is_sim.standin.appearance import KNOBS, HiddenAppearance
+from real_is_sim.standin.cameras import ring_cameras
 from real_is_sim.standin.world import StandInCfg
-from real_is_sim.transforms import quat_rotate, yaw_of
+from real_is_sim.transforms import pose_to_matrix, quat_rotate, yaw_of
 from real_is_sim_tasks.pusht.config import load_pusht_cfg
 from real_is_sim_tasks.pusht.scripted import ScriptedPusher, push_plan
 from real_is_sim.cli import quiet_warp
@@ -58,10 +63,11 @@ def parse_override(item: str) -> tuple[str, bool | int | float]:
 
 
 def run_cfg(draw: int, visual_forces: bool, appearance: HiddenAppearance | None = None, recover_lost: bool = True,
-            overrides: dict | None = None) -> BridgeCfg:
+            overrides: dict | None = None, hand_eye: bool = False) -> BridgeCfg:
     """The bridge of one run: hidden parameters and the stand-in block's start offset drawn from ``draw``;
     ``appearance`` None: perfect (the stand-in renders the twin's model); ``overrides``: {"sensor" | "actuator" |
-    "loop": {field: value}} on the defaults."""
+    "loop": {field: value}} on the defaults; ``hand_eye``: the twin's cameras calibrated by the hand-eye routine
+    first (else it keeps the nominal calibration)."""
     rng = np.random.default_rng(1000 + draw)
     offset = [*rng.uniform(-0.015, 0.015, 2), np.radians(rng.uniform(-6, 6))]
     base, overrides = BridgeCfg(), overrides or {}
@@ -69,14 +75,20 @@ def run_cfg(draw: int, visual_forces: bool, appearance: HiddenAppearance | None 
     actuator = dataclasses.replace(base.actuator, **overrides.get("actuator", {}))
     loop = dataclasses.replace(LoopCfg(visual_forces=visual_forces), **overrides.get("loop", {}))
     standin = StandInCfg(seed=draw, appearance=appearance or HiddenAppearance())
+    cameras = dataclasses.replace(base.cameras, hand_eye=hand_eye)
     return dataclasses.replace(base, loop=loop, initial_offset=offset, sensor=sensor, actuator=actuator,
-                               standin=standin, recover_lost=recover_lost)
+                               standin=standin, recover_lost=recover_lost, cameras=cameras)
 
 
 def run(task, draw: int, lateral: float, visual_forces: bool, appearance: HiddenAppearance | None = None,
-        recover_lost: bool = True, overrides: dict | None = None) -> np.ndarray:
-    """Per-tick (position error m, yaw error rad) of one scripted push."""
-    session = build_bridge(run_cfg(draw, visual_forces, appearance, recover_lost, overrides), task)
+        recover_lost: bool = True, overrides: dict | None = None, hand_eye: bool = False,
+        calibrations: list | None = None) -> np.ndarray:
+    """Per-tick (position error m, yaw error rad) of one scripted push; with ``hand_eye``, the calibration's report
+    is appended to ``calibrations``."""
+    session = build_bridge(run_cfg(draw, visual_forces, appearance, recover_lost, overrides, hand_eye), task)
+    if session.hand_eye is not None and calibrations is not None:
+        calibrations.append({"draw": draw, "lateral": lateral, "appearance": "perfect" if appearance is None else
+                             ",".join(appearance.knobs_on()), **session.hand_eye.summary(), **calibration_check(session)})
     errors, lost_ticks, decisions = [], 0, []
     for q in push_targets(session, lateral):
         report = session.tick(q[None])
@@ -90,6 +102,24 @@ def run(task, draw: int, lateral: float, visual_forces: bool, appearance: Hidden
         print(f"  draw {draw} lateral {lateral}: flagged lost {lost_ticks} ticks; re-localisations "
               f"{decisions}", flush=True)
     return np.array(errors)
+
+
+def calibration_check(session: Bridge) -> dict:
+    """How far the stand-in's block, at its start, lands in each camera's image from where the true camera sees
+    it: with the nominal calibration and with the hand-eye one (mean over the block's Gaussians, px)."""
+    world = session.standin
+    points = world.cloud.means.numpy().astype(np.float64)
+    X_WO = pose_to_matrix(world.object_poses()[0])
+    nominal = {c.serial: c for c in ring_cameras(session.twin.object_poses()[0, 0, :3], len(session.cameras),
+                                                 width=session.cameras[0].width, height=session.cameras[0].height)}
+    out = {"block_px_nominal": {}, "block_px_calibrated": {}}
+    for camera in session.cameras:
+        true = world.true_cameras[camera.serial]
+        seen, _ = project(true.K, true.X_WC, X_WO, points)
+        for key, belief in (("block_px_nominal", nominal[camera.serial]), ("block_px_calibrated", camera)):
+            uv, _ = project(belief.K, belief.X_WC, X_WO, points)
+            out[key][camera.serial] = round(float(np.linalg.norm(uv - seen, axis=1).mean()), 3)
+    return out
 
 
 def pose_error(twin: np.ndarray, real: np.ndarray) -> tuple[float, float]:
@@ -149,6 +179,8 @@ class Runs:
         self.errors: dict = {}
         self.recover_lost = True
         self.overrides: dict = {}  # --sensor-set, --actuator-set, --loop-set: applied to every forces-on run
+        self.hand_eye = True  # forces-on runs calibrate the cameras first (--nominal-calibration: not)
+        self.calibrations: list = []  # the hand-eye reports of the runs
 
     def off(self, block: str, draw: int, lateral: float) -> np.ndarray:
         key = (block, draw, lateral)
@@ -158,7 +190,8 @@ class Runs:
 
     def _run(self, label, block, draw, lateral, forces, appearance):
         begin = time.perf_counter()
-        e = run(self.tasks[block], draw, lateral, forces, appearance, self.recover_lost, self.overrides if forces else None)
+        e = run(self.tasks[block], draw, lateral, forces, appearance, self.recover_lost, self.overrides if forces else None,
+                hand_eye=self.hand_eye and forces, calibrations=self.calibrations)
         if self.save is not None:
             self.save.mkdir(parents=True, exist_ok=True)
             np.save(self.save / f"{label.replace(' ', '_')}_d{draw}_l{lateral:g}.npy", e)
@@ -185,6 +218,8 @@ def merge(paths: list[str]) -> dict:
         for key, value in part.items():
             if key == "by_knob" and key in result:
                 result[key].update(value)
+            elif key == "hand_eye" and key in result:
+                result[key] = result[key] + value
             elif key == "wall_s":
                 result[key] = round(result.get(key, 0.0) + value, 1)
             else:
@@ -235,6 +270,9 @@ def main() -> None:
                         help="VisualForceActuatorCfg overrides for every forces-on run, e.g. linear_damping=10.0")
     parser.add_argument("--loop-set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="LoopCfg overrides for every forces-on run, e.g. exposure_lead_ticks=1")
+    parser.add_argument("--nominal-calibration", action="store_true",
+                        help="the twin keeps the nominal camera calibration (cameras.hand_eye=false): no hand-eye "
+                             "calibration before each forces-on run (the setting before 2026-12-07)")
     parser.add_argument("--save-errors", default=None, help="a folder for each run's per-tick errors (.npy)")
     args = parser.parse_args()
     if args.merge:
@@ -258,10 +296,12 @@ def main() -> None:
     realistic = HiddenAppearance.realistic(realistic_knobs)
     runs = Runs(tasks, draws, laterals, control=not args.no_control, save=Path(args.save_errors) if args.save_errors else None)
     runs.recover_lost = not args.no_recover
+    runs.hand_eye = not args.nominal_calibration
     runs.overrides = {section: dict(parse_override(item) for item in items) for section, items in
                       (("sensor", args.sensor_set), ("actuator", args.actuator_set), ("loop", args.loop_set)) if items}
     begin = time.perf_counter()
-    result: dict = {"block": block, "draws": draws, "laterals": laterals, "recover_lost": runs.recover_lost}
+    result: dict = {"block": block, "draws": draws, "laterals": laterals, "recover_lost": runs.recover_lost,
+                    "calibration": "hand-eye" if runs.hand_eye else "nominal"}
     for section, values in runs.overrides.items():
         result[f"{section}_overrides"] = values
     if "headline" in sections:
@@ -280,6 +320,8 @@ def main() -> None:
     if "knobs" in sections:
         result["by_knob"] = {knob: runs.row(f"knob {knob}", block, HiddenAppearance.realistic([knob]), draws=draws[:1],
                                             laterals=laterals[:1]) for knob in args.knobs}
+    if runs.calibrations:
+        result["hand_eye"] = runs.calibrations
     result["wall_s"] = round(time.perf_counter() - begin, 1)
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)

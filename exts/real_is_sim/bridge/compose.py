@@ -11,6 +11,7 @@ configured follower (the simulated one, or a Franka simulator such as franky-sim
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ import numpy as np
 
 from real_is_sim.bridge.config import BridgeCfg
 from real_is_sim.cameras.base import CameraInfo, CameraSource
+from real_is_sim.cameras.hand_eye import HandEyeResult, board_cloud, calibrate
 from real_is_sim.cell import CellCfg
 from real_is_sim.correction.actuator import VisualForceActuator
 from real_is_sim.correction.background import table_background
@@ -32,9 +34,12 @@ from real_is_sim.robot.safety import SafeFollower
 from real_is_sim.standin.cameras import ring_cameras
 from real_is_sim.standin.world import StandInWorld
 from real_is_sim.task import Policy, Task, import_task
-from real_is_sim.transforms import quat_from_yaw, quat_multiply, rotation_angle_between
+from real_is_sim.transforms import pose_to_matrix, quat_from_yaw, quat_multiply, rotation_angle_between
 from real_is_sim.twin import Twin
 from real_is_sim.twin.tblock import block_cloud, table_plane
+
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class Bridge:
@@ -50,6 +55,7 @@ class Bridge:
     source: CameraSource | None
     follower: SafeFollower | None
     standin: StandInWorld | None = None
+    hand_eye: HandEyeResult | None = None  # the cameras' calibration, when cameras.hand_eye
     closed: bool = field(default=False, repr=False)
 
     def tick(self, robot_q_target: np.ndarray | None = None) -> TickReport:
@@ -138,10 +144,10 @@ def build_bridge(cfg: BridgeCfg, task: CellCfg | None = None, wrap_source: Sourc
     plane = tuple(float(v) for v in table_plane(task.table))
     needs_follower = cfg.loop.follow_real or cfg.cameras.source == "standin"
     follower = _make_follower(cfg, task) if needs_follower else None
-    standin, source = None, None
+    standin, source, hand_eye = None, None, None
     try:
         if cfg.cameras.source == "standin":
-            standin, cameras, backgrounds = _standin(cfg, twin, cloud, follower, plane)
+            standin, cameras, backgrounds, hand_eye = _standin(cfg, twin, cloud, follower, plane)
             source = standin.source
         elif cfg.cameras.source == "realsense":
             source, cameras = _realsense(cfg)
@@ -161,7 +167,7 @@ def build_bridge(cfg: BridgeCfg, task: CellCfg | None = None, wrap_source: Sourc
             source.close()
         raise
     policy, name = _policy(cfg, task_module, twin)
-    return Bridge(cfg, task_module, twin, loop, policy, name, cameras, source, follower, standin)
+    return Bridge(cfg, task_module, twin, loop, policy, name, cameras, source, follower, standin, hand_eye)
 
 
 def _make_follower(cfg: BridgeCfg, task: CellCfg) -> SafeFollower:
@@ -183,7 +189,29 @@ def _standin(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, follower: SafeFol
     real_start[0, :2] += (dx, dy)
     real_start[0, 3:7] = quat_multiply(quat_from_yaw(dyaw), start[0, 3:7])  # about world z, at the body origin
     standin.reset(real_start)
-    return standin, cameras, standin.sensor_backgrounds  # the twin's empty cell: its estimate where reality differs
+    hand_eye = _hand_eye(cfg, twin, cloud, backgrounds, cameras, start[0, :3]) if c.hand_eye else None
+    if hand_eye is not None:
+        cameras = [hand_eye.cameras[camera.serial] for camera in cameras]
+    # the twin's empty cell: its estimate where reality differs
+    return standin, cameras, standin.sensor_backgrounds, hand_eye
+
+
+def _hand_eye(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, backgrounds, nominal: list[CameraInfo], target):
+    """The cell's cameras calibrated before the session, as on the day the cell was set up: a stand-in world of the
+    same seed (the same true cameras) whose robot shows a checkerboard to every camera; the session's own world is
+    left untouched (its clock, its robot)."""
+    follower = _make_follower(cfg, twin.task)
+    try:
+        world = StandInWorld(twin.task, cfg.standin, nominal, cloud, backgrounds, cfg.twin, follower=follower)
+        world.mount_board(board_cloud(cfg.hand_eye.board), cfg.hand_eye.board.X_TB())
+        robot = twin.task.robot
+        result = calibrate(nominal, np.asarray(target), pose_to_matrix(np.asarray(robot.base_pose)), np.asarray(robot.q_start),
+                           lambda poses: world.calibration_views(poses, cfg.hand_eye.max_joint_speed, cfg.hand_eye.settle_s),
+                           cfg.hand_eye)
+    finally:
+        follower.close()
+    logger.info("hand-eye calibration: %s", result.summary())
+    return result
 
 
 def _realsense(cfg: BridgeCfg):

@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence
 
 from omegaconf import OmegaConf
 
+from real_is_sim.cameras.hand_eye import HandEyeCfg
 from real_is_sim.config import load_config
 from real_is_sim.correction.actuator import VisualForceActuatorCfg
 from real_is_sim.correction.sensor import VisualForceSensorCfg
@@ -51,6 +52,9 @@ class CamerasCfg:
     calibration: str = ""
     fps: int = 90
     hardware_sync: bool = True
+    # stand-in: calibrate the cameras first with the hand-eye routine (a checkerboard on the robot's hand, settings in
+    # BridgeCfg.hand_eye); the twin then keeps the calibrated cameras instead of the nominal ones
+    hand_eye: bool = False
 
     def __post_init__(self):
         if self.source not in CAMERA_SOURCES:
@@ -63,6 +67,9 @@ class CamerasCfg:
             raise ConfigError("cameras.recording: the replay source needs a recording directory")
         if self.source == "realsense" and not self.calibration:
             raise ConfigError("cameras.calibration: the realsense source needs the cell's cameras.json")
+        if self.hand_eye and self.source != "standin":
+            raise ConfigError(f"cameras.hand_eye: the hand-eye routine runs in the stand-in only (source {self.source!r}); "
+                              "calibrate a real cell into cameras.calibration")
 
 
 @dataclass
@@ -115,6 +122,7 @@ class BridgeCfg:
     # The simulated follower lags like the real arm (20 ms latency, 30 ms time constant): the stand-in's robot.
     follower: FollowerCfg = field(default_factory=lambda: FollowerCfg(simulated=SimulatedFollowerCfg(latency_s=0.02, tau_s=0.03)))
     standin: StandInCfg = field(default_factory=StandInCfg)
+    hand_eye: HandEyeCfg = field(default_factory=HandEyeCfg)  # used when cameras.hand_eye
     policy: PolicyCfg = field(default_factory=PolicyCfg)
     recording: RecordingCfg = field(default_factory=RecordingCfg)
     planar_wrench: bool = True  # the block slides on the table: keep the visual force in the table plane

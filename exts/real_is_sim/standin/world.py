@@ -31,7 +31,9 @@ from real_is_sim.standin.appearance import (ColourDrift, HiddenAppearance, appea
                                              perturb_robot, real_table_texture, shadow_mask, textured_table_background)
 from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
 from real_is_sim.correction.background import table_background
+from real_is_sim.errors import DataError
 from real_is_sim.paths import shared_data_dir
+from real_is_sim.transforms import matrix_to_pose, pose_to_matrix
 from real_is_sim.twin import Twin, TwinCfg
 from real_is_sim.twin.tblock import table_plane
 
@@ -79,6 +81,7 @@ class StandInWorld:
         self.sensor_backgrounds = self._estimated_backgrounds(cameras, backgrounds) if look.on("background") else backgrounds
         self.source = RenderedSource(cameras, self._render, latency=cfg.latency_s, noise_std=cfg.noise_std,
                                      exposure=cfg.exposure, drop_probability=cfg.drop_probability, seed=cfg.seed + 1)
+        self._board = None  # (cloud, X_TB, kinematics) while a calibration board is on the hand
         self.t = 0.0
         if not self.follower.realtime:  # a real-time arm starts with the session (its watchdog runs from start())
             self.follower.start()
@@ -105,6 +108,48 @@ class StandInWorld:
         q = self.twin.robot_q()
         self.twin.reset(object_poses=np.asarray(object_poses)[None], robot_q=q)
         self._previous = None
+
+    def mount_board(self, board: GaussianCloud, X_TB: np.ndarray) -> None:
+        """Put a calibration board (``board``: one body) on the robot's hand, meant to sit at ``X_TB`` in the TCP
+        frame; it really sits 2 mm / 0.5 deg off that (hidden, drawn from the seed), as a hand-mounted board does.
+        The cameras see it from the next capture on."""
+        from real_is_sim.cameras.hand_eye import perturbed_mount
+        from real_is_sim.robot.kinematics import PandaKinematics
+
+        X_TB_true = perturbed_mount(X_TB, np.random.default_rng([int(self.cfg.seed), 17, 100]))
+        self._board = (board, X_TB_true, PandaKinematics())
+
+    def unmount_board(self) -> None:
+        self._board = None
+
+    def calibration_views(self, poses: list[np.ndarray], max_joint_speed: float = 0.6,
+                          settle_s: float = 0.5) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """Move the robot through the joint ``poses`` (straight lines in joint space at ``max_joint_speed`` rad/s,
+        sent through the safety layer at the control rate), hold still ``settle_s`` at each and take one frame per
+        camera: ``(measured q, {serial: image})`` per pose (a dropped frame leaves its camera out). Physics does
+        not step: the objects stay where they are."""
+        dt = self.twin.control_dt
+        q = np.asarray(self.follower.read_state().q, dtype=np.float64)
+        shots = []
+        for target in poses:
+            target = np.asarray(target, dtype=np.float64)
+            moving = max(1, int(np.ceil(np.max(np.abs(target - q)) / (max_joint_speed * dt))))
+            for k in range(1, moving + int(np.ceil(settle_s / dt)) + 1):
+                self.t += dt
+                decision = self.follower.send(q + (target - q) * min(1.0, k / moving), self.t)
+                if decision is not None and not decision.accepted:
+                    raise DataError(f"calibration motion: the safety layer refused the target at pose {len(shots)}: "
+                                    f"{decision.refusal} {decision.detail}")
+                if not self.follower.realtime:
+                    self.follower.step_to(self.t)
+            # the exposure starts a tick back (motion blur): the robot was as still then as it is now
+            self._previous = (self.object_poses().copy(), np.asarray(self.follower.read_state().q, dtype=np.float64).copy())
+            self.source.capture(self.t)
+            frames = [f for f in self.source.poll(self.t + self.source.latency) if f.timestamp == self.t]
+            shots.append((np.asarray(self.follower.read_state().q, dtype=np.float64).copy(),
+                          {f.serial: f.image for f in frames}))
+            q = target
+        return shots
 
     def _own_backgrounds(self, cameras: list[CameraInfo], model: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The empty cell the stand-in renders over: the twin's model images unless the table or the calibration
@@ -174,6 +219,11 @@ class StandInWorld:
                 robot = perturb_robot(robot, self.cfg.appearance, self._robot_look)
             clouds.append(robot)
             poses.append(None)
+        if self._board is not None:
+            board, X_TB, kinematics = self._board
+            X_WB = pose_to_matrix(np.asarray(self.task.robot.base_pose)) @ kinematics.tool_pose(q).homogeneous @ X_TB
+            clouds.append(board)
+            poses.append(torch.as_tensor(matrix_to_pose(X_WB)[None], dtype=torch.float32))
         viewmats = torch.as_tensor(np.stack([i.viewmat_opencv() for i in infos]), dtype=torch.float32)
         Ks = torch.as_tensor(np.stack([i.K for i in infos]), dtype=torch.float32)
         with torch.no_grad():
