@@ -172,6 +172,11 @@ def test_protocols_seeds_and_units():
     assert load_bridge_cfg("standin", overrides=unit.overrides).standin.appearance.knobs_on() == [
         k for k in KNOBS if k != "arm_shadow"]
     assert plan_units(EvalSpec(["a.pt"], mode="online"), eps[:1])[0].overrides == []  # "twin": the stand-in as modelled
+    calibrated = EvalSpec(["a.pt"], mode="online", appearance="realistic_calibrated")  # and the cameras hand-eye calibrated
+    (unit,) = plan_units(calibrated, eps[:1])
+    assert calibrated.key(eps[0]).endswith("|Arealistic_calibrated") and calibrated.key(eps[0]) != honest.key(eps[0])
+    cfg = load_bridge_cfg("standin", overrides=unit.overrides)
+    assert cfg.cameras.hand_eye and cfg.standin.appearance == HiddenAppearance.realistic()
     with pytest.raises(ConfigError, match="online runs only"):
         EvalSpec(["a.pt"], appearance="realistic")
     with pytest.raises(ConfigError, match="appearance"):

@@ -117,8 +117,10 @@ def test_hand_eye_runs_only_in_the_standin():
 
 def test_the_standins_cameras_calibrated_by_a_board_on_its_robot():
     """The whole routine through the composition root: the stand-in's cameras are 2 mm / 0.3 deg (0.5 %) off the
-    nominal calibration, its board 2 mm / 0.5 deg off its nominal mount, and every knob of its appearance is on."""
-    overrides = ["cameras.hand_eye=true", "standin.seed=1", "loop.visual_forces=true"]
+    nominal calibration, its board 2 mm / 0.5 deg off its nominal mount, and every knob of its appearance is on.
+    The evaluation's reduced cameras (240x135) are calibrated at twice their size and scaled back."""
+    overrides = ["cameras.hand_eye=true", "standin.seed=1", "loop.visual_forces=true", "cameras.num_cameras=2",
+                 "cameras.width=240", "cameras.height=135"]
     cfg = load_bridge_cfg("standin", overrides=overrides)
     cfg.standin.appearance = HiddenAppearance.realistic()
     bridge = build_bridge(cfg)
@@ -126,8 +128,9 @@ def test_the_standins_cameras_calibrated_by_a_board_on_its_robot():
         assert bridge.hand_eye is not None and bridge.hand_eye.rms_px < 0.6
         assert bridge.hand_eye.views_used and min(bridge.hand_eye.views_used.values()) >= 3
         block = bridge.twin.object_poses()[0, 0, :3]
-        nominal = ring_cameras(block, len(bridge.cameras))
+        nominal = ring_cameras(block, len(bridge.cameras), width=240, height=135)
         for camera, before in zip(bridge.cameras, nominal):
+            assert camera.resolution == (240, 135)
             true = bridge.standin.true_cameras[camera.serial]
             assert _block_px(camera, true, block) < 0.6 * _block_px(before, true, block), camera.serial
         # the sensor compares the frames with renders through the calibrated cameras

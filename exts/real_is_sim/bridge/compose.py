@@ -28,6 +28,7 @@ from real_is_sim.correction.sensor import SensorCamera, VisualForceSensor
 from real_is_sim.errors import DataError
 from real_is_sim.gaussians.cloud import GaussianCloud
 from real_is_sim.loop import OnlineLoop, TickReport
+from real_is_sim.render.virtual_cameras import scaled_intrinsics
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.robot.follower_factory import make_follower
 from real_is_sim.robot.safety import SafeFollower
@@ -189,29 +190,41 @@ def _standin(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, follower: SafeFol
     real_start[0, :2] += (dx, dy)
     real_start[0, 3:7] = quat_multiply(quat_from_yaw(dyaw), start[0, 3:7])  # about world z, at the body origin
     standin.reset(real_start)
-    hand_eye = _hand_eye(cfg, twin, cloud, backgrounds, cameras, start[0, :3]) if c.hand_eye else None
+    hand_eye = _hand_eye(cfg, twin, cloud, plane, cameras, start[0, :3]) if c.hand_eye else None
     if hand_eye is not None:
         cameras = [hand_eye.cameras[camera.serial] for camera in cameras]
     # the twin's empty cell: its estimate where reality differs
     return standin, cameras, standin.sensor_backgrounds, hand_eye
 
 
-def _hand_eye(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, backgrounds, nominal: list[CameraInfo], target):
+def _hand_eye(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, plane, nominal: list[CameraInfo], target) -> HandEyeResult:
     """The cell's cameras calibrated before the session, as on the day the cell was set up: a stand-in world of the
     same seed (the same true cameras) whose robot shows a checkerboard to every camera; the session's own world is
-    left untouched (its clock, its robot)."""
+    left untouched (its clock, its robot). Streams narrower than ``hand_eye.min_width`` are calibrated at an integer
+    multiple of their size (the same cameras, as a RealSense is calibrated at full resolution), and the result
+    scaled back; the returned cameras are the session's size."""
+    factor = max(1, int(np.ceil(cfg.hand_eye.min_width / nominal[0].width)))
+    at = [_resized(camera, factor) for camera in nominal]
     follower = _make_follower(cfg, twin.task)
     try:
-        world = StandInWorld(twin.task, cfg.standin, nominal, cloud, backgrounds, cfg.twin, follower=follower)
+        world = StandInWorld(twin.task, cfg.standin, at, cloud, _table_backgrounds(at, plane), cfg.twin, follower=follower)
         world.mount_board(board_cloud(cfg.hand_eye.board), cfg.hand_eye.board.X_TB())
         robot = twin.task.robot
-        result = calibrate(nominal, np.asarray(target), pose_to_matrix(np.asarray(robot.base_pose)), np.asarray(robot.q_start),
+        result = calibrate(at, np.asarray(target), pose_to_matrix(np.asarray(robot.base_pose)), np.asarray(robot.q_start),
                            lambda poses: world.calibration_views(poses, cfg.hand_eye.max_joint_speed, cfg.hand_eye.settle_s),
                            cfg.hand_eye)
     finally:
         follower.close()
     logger.info("hand-eye calibration: %s", result.summary())
+    sizes = {camera.serial: camera for camera in nominal}
+    result.cameras = {serial: _resized(camera, 1.0 / factor, like=sizes[serial]) for serial, camera in result.cameras.items()}
     return result
+
+
+def _resized(camera: CameraInfo, factor: float, like: CameraInfo | None = None) -> CameraInfo:
+    """The same camera streaming images ``factor`` times the size (``like``'s size when given)."""
+    width, height = (like.width, like.height) if like is not None else (round(camera.width * factor), round(camera.height * factor))
+    return CameraInfo(camera.serial, scaled_intrinsics(camera.K, camera.resolution, width, height), width, height, camera.X_WC)
 
 
 def _realsense(cfg: BridgeCfg):

@@ -125,6 +125,9 @@ class HandEyeCfg:
     settle_s: float = 0.5  # still at a pose before the frames are taken
     window_px: int = 4  # corner search: half-size of the window around the predicted corner
     max_obliquity_deg: float = 65.0  # a view whose board normal is this far from the line of sight is not used
+    # narrower streams are calibrated at an integer multiple of their size (the same cameras, as a RealSense is
+    # calibrated at full resolution): at 240 px the board's squares are too small to find corners in
+    min_width: int = 480
     refine_intrinsics: bool = True
     intrinsics_prior: float = 0.01  # relative std of the prior keeping fx, fy, cx, cy near the nominal
     seed: int = 0

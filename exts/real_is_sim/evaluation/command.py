@@ -38,7 +38,8 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--appearance", default="twin", choices=APPEARANCES,
                    help="online: how the stand-in looks. twin: the twin's own Gaussians, background, calibration and "
                         "exposure (a best case for the sensor); realistic: every HiddenAppearance knob on "
-                        "(docs/fidelity.md), the honest setting")
+                        "(docs/fidelity.md), the honest setting; realistic_calibrated: that, the cameras hand-eye "
+                        "calibrated before each episode (cameras.hand_eye, docs/cameras.md)")
     p.add_argument("--control", choices=CONTROLS,
                    help="offline, instead of the policy: a demonstration replayed open loop (start pose k: "
                         "demonstration k), the arm held at q_start, or the scripted expert; the checkpoint gives the "

@@ -21,7 +21,8 @@ from real_is_sim.evaluation.stats import rate_summary
 
 MODES = ("offline", "online")
 # online: the stand-in renders the twin's own model ("twin", a best case) or every HiddenAppearance knob on
-APPEARANCES = ("twin", "realistic")
+# ("realistic"); "realistic_calibrated": the same stand-in, the cell's cameras hand-eye calibrated before each episode
+APPEARANCES = ("twin", "realistic", "realistic_calibrated")
 RULES = ("ground_truth", "coverage", "progress")
 RULE_TEXT = {
     "ground_truth": "the block (ground truth: the twin offline, the stand-in online) within the goal tolerances "
@@ -164,13 +165,15 @@ class Unit:
 
 def appearance_overrides(appearance: str) -> list[str]:
     """BridgeCfg overrides that make the stand-in look ``appearance``: "twin" none (it renders the twin's own model,
-    a best case for the sensor); "realistic" every ``HiddenAppearance`` knob on, as the sync benchmark's headline."""
+    a best case for the sensor); "realistic" every ``HiddenAppearance`` knob on; "realistic_calibrated" that, and
+    the cameras hand-eye calibrated before the episode (``cameras.hand_eye``), as the sync benchmark's headline."""
     from real_is_sim.standin.appearance import HiddenAppearance
 
     if appearance == "twin":
         return []
     default = asdict(HiddenAppearance())
-    return [f"standin.appearance.{k}={v}" for k, v in asdict(HiddenAppearance.realistic()).items() if v != default[k]]
+    knobs = [f"standin.appearance.{k}={v}" for k, v in asdict(HiddenAppearance.realistic()).items() if v != default[k]]
+    return knobs + (["cameras.hand_eye=true"] if appearance == "realistic_calibrated" else [])
 
 
 def episode_seed(seed: int, pose_index: int, trial: int) -> int:
