@@ -204,7 +204,7 @@ def _hand_eye(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, plane, nominal: 
     multiple of their size (the same cameras, as a RealSense is calibrated at full resolution), and the result
     scaled back; the returned cameras are the session's size."""
     factor = max(1, int(np.ceil(cfg.hand_eye.min_width / nominal[0].width)))
-    at = [_resized(camera, factor) for camera in nominal]
+    at = [_resized(camera, camera.width * factor, camera.height * factor) for camera in nominal]
     follower = _make_follower(cfg, twin.task)
     try:
         world = StandInWorld(twin.task, cfg.standin, at, cloud, _table_backgrounds(at, plane), cfg.twin, follower=follower)
@@ -216,14 +216,12 @@ def _hand_eye(cfg: BridgeCfg, twin: Twin, cloud: GaussianCloud, plane, nominal: 
     finally:
         follower.close()
     logger.info("hand-eye calibration: %s", result.summary())
-    sizes = {camera.serial: camera for camera in nominal}
-    result.cameras = {serial: _resized(camera, 1.0 / factor, like=sizes[serial]) for serial, camera in result.cameras.items()}
+    result.cameras = {c.serial: _resized(result.cameras[c.serial], c.width, c.height) for c in nominal}
     return result
 
 
-def _resized(camera: CameraInfo, factor: float, like: CameraInfo | None = None) -> CameraInfo:
-    """The same camera streaming images ``factor`` times the size (``like``'s size when given)."""
-    width, height = (like.width, like.height) if like is not None else (round(camera.width * factor), round(camera.height * factor))
+def _resized(camera: CameraInfo, width: int, height: int) -> CameraInfo:
+    """The same camera streaming ``width`` x ``height`` images."""
     return CameraInfo(camera.serial, scaled_intrinsics(camera.K, camera.resolution, width, height), width, height, camera.X_WC)
 
 

@@ -35,9 +35,7 @@ from scipy.spatial.transform import Rotation
 from real_is_sim.cameras.base import CameraInfo
 from real_is_sim.errors import DataError
 from real_is_sim.gaussians.cloud import GaussianCloud
-from real_is_sim.transforms import opengl_to_opencv
-
-OPENCV_TO_OPENGL = np.diag([1.0, -1.0, -1.0, 1.0])  # its own inverse
+from real_is_sim.transforms import OPENGL_TO_OPENCV, opengl_to_opencv
 
 
 @dataclass
@@ -234,7 +232,12 @@ def _obliquity_deg(X_WC: np.ndarray, X_WB: np.ndarray) -> float:
 
 def project(K: np.ndarray, X_WC: np.ndarray, X_WB: np.ndarray, points_B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pixels ``(N, 2)`` and depths ``(N,)`` of board-frame points in a camera (``X_WC``: OpenGL axes)."""
-    X_CB = np.linalg.inv(opengl_to_opencv(X_WC)) @ X_WB
+    return _project_cv(K, opengl_to_opencv(X_WC), X_WB, points_B)
+
+
+def _project_cv(K: np.ndarray, X_WC_cv: np.ndarray, X_WB: np.ndarray, points_B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`project` for a camera pose with OpenCV axes."""
+    X_CB = np.linalg.inv(X_WC_cv) @ X_WB
     p = points_B @ X_CB[:3, :3].T + X_CB[:3, 3]
     z = p[:, 2]
     return np.stack([K[0, 0] * p[:, 0] / z + K[0, 2], K[1, 1] * p[:, 1] / z + K[1, 2]], axis=1), z
@@ -367,7 +370,7 @@ def solve_hand_eye(views: Sequence[BoardView], cameras: dict[str, CameraInfo], b
         parts = []
         for view, mask in zip(views, used):
             K, X_WC_cv = cams[view.serial]
-            uv, _ = project(K, X_WC_cv @ OPENCV_TO_OPENGL, view.X_WT @ X_TB_, corners[mask])
+            uv, _ = _project_cv(K, X_WC_cv, view.X_WT @ X_TB_, corners[mask])
             parts.append((uv - view.uv[mask]).ravel())
         if refine_intrinsics:
             parts.append(np.concatenate([x[6 + n_cam * k + 6: 6 + n_cam * (k + 1)] for k in range(len(serials))]) / intrinsics_prior)
@@ -379,11 +382,12 @@ def solve_hand_eye(views: Sequence[BoardView], cameras: dict[str, CameraInfo], b
     X_TB_, cams = unpack(solution.x)
     for k, (view, mask) in enumerate(zip(views, used)):  # drop the corners the solve could not explain
         K, X_WC_cv = cams[view.serial]
-        uv, _ = project(K, X_WC_cv @ OPENCV_TO_OPENGL, view.X_WT @ X_TB_, corners)
+        uv, _ = _project_cv(K, X_WC_cv, view.X_WT @ X_TB_, corners)
         used[k] = mask & (np.linalg.norm(uv - view.uv, axis=1) < outlier_px)
     solution = least_squares(residuals, solution.x, loss="soft_l1", f_scale=1.0, x_scale="jac")
     X_TB_, cams = unpack(solution.x)
-    calibrated = {s: CameraInfo(s, K, cameras[s].width, cameras[s].height, X_WC_cv @ OPENCV_TO_OPENGL)
+    # back to OpenGL axes: the axis flip is its own inverse
+    calibrated = {s: CameraInfo(s, K, cameras[s].width, cameras[s].height, X_WC_cv @ OPENGL_TO_OPENCV)
                   for s, (K, X_WC_cv) in cams.items()}
     calibrated.update({s: c for s, c in cameras.items() if s not in calibrated})  # cameras never shown the board
     corners_used = {s: int(sum(m.sum() for v, m in zip(views, used) if v.serial == s)) for s in serials}
@@ -421,9 +425,9 @@ def calibrate(cameras: Sequence[CameraInfo], target: np.ndarray, X_WBase: np.nda
     for _ in range(2):
         views = []
         for X_WT, (_, images) in zip(X_WTs, shots):
+            X_WB = X_WT @ X_TB
             for serial, image in images.items():
                 camera = current[serial]
-                X_WB = X_WT @ X_TB
                 if _obliquity_deg(camera.X_WC, X_WB) > cfg.max_obliquity_deg:
                     continue
                 predicted, depth = project(camera.K, camera.X_WC, X_WB, corners)
@@ -453,7 +457,3 @@ def _unit(rng: np.random.Generator) -> np.ndarray:
     v = rng.normal(size=3)
     return v / np.linalg.norm(v)
 
-
-__all__ = [
-    "CheckerboardCfg", "HandEyeCfg", "HandEyeResult", "BoardView", "board_cloud", "board_corners", "calibration_poses",
-    "refine_corners", "corner_window", "solve_hand_eye", "calibrate", "project", "perturbed_mount"]

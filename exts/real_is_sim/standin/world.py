@@ -119,9 +119,6 @@ class StandInWorld:
         X_TB_true = perturbed_mount(X_TB, np.random.default_rng([int(self.cfg.seed), 17, 100]))
         self._board = (board, X_TB_true, PandaKinematics())
 
-    def unmount_board(self) -> None:
-        self._board = None
-
     def calibration_views(self, poses: list[np.ndarray], max_joint_speed: float = 0.6,
                           settle_s: float = 0.5) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
         """Move the robot through the joint ``poses`` (straight lines in joint space at ``max_joint_speed`` rad/s,
@@ -142,12 +139,12 @@ class StandInWorld:
                                     f"{decision.refusal} {decision.detail}")
                 if not self.follower.realtime:
                     self.follower.step_to(self.t)
+            still = np.array(self.follower.read_state().q, dtype=np.float64)
             # the exposure starts a tick back (motion blur): the robot was as still then as it is now
-            self._previous = (self.object_poses().copy(), np.asarray(self.follower.read_state().q, dtype=np.float64).copy())
+            self._previous = (self.object_poses().copy(), still)
             self.source.capture(self.t)
             frames = [f for f in self.source.poll(self.t + self.source.latency) if f.timestamp == self.t]
-            shots.append((np.asarray(self.follower.read_state().q, dtype=np.float64).copy(),
-                          {f.serial: f.image for f in frames}))
+            shots.append((still, {f.serial: f.image for f in frames}))
             q = target
         return shots
 
