@@ -60,6 +60,11 @@ ONLINE = ["eval_pose_10k_sweep_quick_online.json", "sweep_mined30_s0_online.json
 APPEARANCE_PAIRS = [(("twin", "eval_strat60_s1_fixed20_online.json"), ("realistic", "eval_strat60_s1_fixed20_online_realistic.json")),
                     (("realistic", "eval_strat60_s1_fixed20_online_realistic.json"),
                      ("realistic_calibrated", "eval_strat60_s1_fixed20_online_realistic_calibrated.json"))]
+# Fig. 8a online and appendix Fig. 2: the same recipe trained on 30 demonstrations collected online (the expert against
+# the realistic stand-in, cameras hand-eye calibrated: the twin's corrected state recorded) and on the 30 sim-only ones
+# from the same start poses; both evaluated online on the same episodes (realistic, calibrated)
+DEMONSTRATION_PAIRS = [(("online", "eval_online30_s0_fixed_online_realistic_calibrated.json"),
+                        ("sim_only", "eval_sim30_s0_fixed_online_realistic_calibrated.json"))]
 REALISTIC = ("realistic", "realistic_calibrated")  # the settings whose stand-in looks other than the twin's model
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
 # 60k are in the 20-pose file): counted there only
@@ -132,13 +137,34 @@ def episode_of(row: dict) -> tuple:
     return row["start"], row["trial"], row["seed"]
 
 
-def appearance_pairs() -> list[dict]:
-    """Per pair of settings and checkpoint: the same online episodes side by side (success, tracking), and the exact
-    McNemar test of the success difference (paired by start pose and seed)."""
+def paired(label_a: str, rows_a: list[dict], label_b: str, rows_b: list[dict]) -> dict:
+    """The episodes both sides ran (same start pose, trial and seed) side by side: per side ground truth, episodes with
+    a tracking failure, median largest sync error; the exact McNemar test of the success difference and of the
+    tracking-failure difference."""
     import numpy as np
 
     from real_is_sim.evaluation.stats import mcnemar_exact, rate_summary
 
+    by_episode_b = {episode_of(r): r for r in rows_b}
+    pairs = [(r, by_episode_b[episode_of(r)]) for r in rows_a if episode_of(r) in by_episode_b]
+    out = {"episodes": len(pairs)}
+    for label, index in ((label_a, 0), (label_b, 1)):
+        rows = [p[index] for p in pairs]
+        out[label] = {"ground_truth": rate_summary(sum(r["ground_truth"] for r in rows), len(rows)),
+                      "episodes_with_tracking_failure": rate_summary(sum(r["tracking_failures"] > 0 for r in rows),
+                                                                     len(rows)),
+                      "median_max_sync_error_m": round(float(np.median([r["max_sync_error_m"] for r in rows])), 4)
+                      if rows else None}
+    for what, won in (("ground_truth", lambda r: r["ground_truth"]), ("tracking_failure", lambda r: r["tracking_failures"] > 0)):
+        only_a = sum(won(a) and not won(b) for a, b in pairs)
+        only_b = sum(won(b) and not won(a) for a, b in pairs)
+        out[f"{what}_only_{label_a}"], out[f"{what}_only_{label_b}"] = only_a, only_b
+        out[f"{what}_p_mcnemar"] = round(mcnemar_exact(only_a, only_b), 6)
+    return out
+
+
+def appearance_pairs() -> list[dict]:
+    """Per pair of settings and checkpoint: the same online episodes under both settings (``paired``)."""
     out = []
     for (label_a, name_a), (label_b, name_b) in APPEARANCE_PAIRS:
         rows_a, rows_b = rows_of(name_a), rows_of(name_b)
@@ -146,21 +172,21 @@ def appearance_pairs() -> list[dict]:
             out.append({"files": [name_a, name_b], "missing": "both result files are needed"})
             continue
         for checkpoint in dict.fromkeys(r["checkpoint"] for r in rows_b):
-            b_rows = {episode_of(r): r for r in rows_b if r["checkpoint"] == checkpoint}
-            a_rows = {episode_of(r): r for r in rows_a if r["checkpoint"] == checkpoint and episode_of(r) in b_rows}
-            pairs = [(a_rows[k], b_rows[k]) for k in a_rows]
-            side = {}
-            for label, index in ((label_a, 0), (label_b, 1)):
-                rows = [p[index] for p in pairs]
-                side[f"{label}_appearance"] = {
-                    "ground_truth": rate_summary(sum(r["ground_truth"] for r in rows), len(rows)),
-                    "episodes_with_tracking_failure": sum(r["tracking_failures"] > 0 for r in rows),
-                    "median_max_sync_error_m": round(float(np.median([r["max_sync_error_m"] for r in rows])), 4)}
-            only_a = sum(a["ground_truth"] and not b["ground_truth"] for a, b in pairs)
-            only_b = sum(b["ground_truth"] and not a["ground_truth"] for a, b in pairs)
-            out.append({"files": [name_a, name_b], "checkpoint": checkpoint, "episodes": len(pairs), **side,
-                        f"only_{label_a}": only_a, f"only_{label_b}": only_b,
-                        "p_mcnemar": round(mcnemar_exact(only_a, only_b), 6)})
+            out.append({"files": [name_a, name_b], "checkpoint": checkpoint,
+                        **paired(label_a, [r for r in rows_a if r["checkpoint"] == checkpoint],
+                                 label_b, [r for r in rows_b if r["checkpoint"] == checkpoint])})
+    return out
+
+
+def demonstration_pairs() -> list[dict]:
+    """Policies trained on online and on sim-only demonstrations, the same online episodes (``paired``)."""
+    out = []
+    for (label_a, name_a), (label_b, name_b) in DEMONSTRATION_PAIRS:
+        rows_a, rows_b = rows_of(name_a), rows_of(name_b)
+        if not rows_a or not rows_b:
+            out.append({"files": [name_a, name_b], "missing": "both result files are needed"})
+            continue
+        out.append({"files": [name_a, name_b], **paired(label_a, rows_a, label_b, rows_b)})
     return out
 
 
@@ -204,6 +230,7 @@ def main() -> int:
         "representations": [ground_truth_row(label, name) for label, name in REPRESENTATIONS],
         "tracking_failure_rate": tracking_failure_rate(),
         "appearance": appearance_pairs(),
+        "demonstrations_online": demonstration_pairs(),
         # the headline: the realistic setting; the best case beside it, named as such
         "best_online_success": best_online(list(dict.fromkeys(name for pair in APPEARANCE_PAIRS for label, name in pair
                                                               if label in REALISTIC))),
