@@ -227,6 +227,10 @@ def main() -> int:
                                    "poses x 1 trial, 30 s, execute 16, tempo 1.5, 2 cameras 240x135; "
                                    "realistic_calibrated: realistic, the cameras hand-eye calibrated before each "
                                    "episode (calibrated at 480x270, scaled)",
+                     "demonstrations_online": "online, realistic_calibrated, the 20 fixed start poses x 1 trial, 30 s, "
+                                              "execute 16, tempo 1.5, 2 cameras 240x135: policies trained (30k steps, "
+                                              "seed 0) on 30 online and on 30 sim-only demonstrations from the same "
+                                              "start poses, paired by episode",
                      "earlier_sweep": "online quick (4 episodes); offline 40 x 2 trials, 20 s, whole chunks; agreement "
                                       "counted on the online run's 4 start poses"},
         "sweep": sweep(),
