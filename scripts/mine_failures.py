@@ -1,7 +1,7 @@
 """Failure mining: where does a policy get stuck? Start poses for targeted demonstrations (docs/evaluation.md).
 
     python scripts/mine_failures.py --checkpoint CKPT --out out/mining/first30.json [--random 100] [--random-seed 200]
-                                    [--clusters 30] [--trials 1] [--seconds 30] [--execute 16] [--seed 0]
+                                    [--clusters 30] [--trials 1] [--seconds 30] [--execute 16] [--tempo T] [--seed 0]
 
 Runs the policy offline from ``--random`` random start poses (``random_start_poses(cell, n, --random-seed)``; keep the
 seed away from the evaluation's 0 and the demonstrations' 100), keeps the block pose where each failed episode
@@ -33,6 +33,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--execute", type=int, default=16)
+    parser.add_argument("--tempo", type=float, help="chunks this many times faster than demonstrated, as the "
+                        "evaluation runs the policy (default: the checkpoint's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worlds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
@@ -47,13 +49,13 @@ def main() -> int:
     try:
         spec = EvalSpec([args.checkpoint], protocol=None, random_poses=args.random, random_seed=args.random_seed,
                         poses=list(range(fixed, fixed + args.random)), trials=args.trials, seconds=args.seconds,
-                        seed=args.seed, worlds=args.worlds, execute=args.execute)
+                        seed=args.seed, worlds=args.worlds, execute=args.execute, tempo=args.tempo)
     except RealIsSimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = mine(spec, args.clusters)
     settings = {"random": args.random, "random_seed": args.random_seed, "trials": args.trials,
-                "seconds": args.seconds, "execute": args.execute, "seed": args.seed, "clusters": args.clusters}
+                "seconds": args.seconds, "execute": args.execute, "tempo": args.tempo, "seed": args.seed, "clusters": args.clusters}
     write_start_poses(args.out, result["start_poses"], {"mined_from": args.checkpoint, "settings": settings})
     args.out.with_suffix(".rows.json").write_text(json.dumps(result["rows"], indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "start_poses")}))
