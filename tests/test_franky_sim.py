@@ -82,11 +82,14 @@ def test_franky_sim_follows_a_60hz_twin_trajectory(follower):
     bench.move_arm_to(franka.Q_START)
     follower.start()
     log = bench.stream(follower, bench.twin_sweep, bench.SWEEP_PERIOD_S)
+    # judged as the stream ends: once it stops, the watchdog rightly holds the arm within 0.1 s
+    streamed_until, health = follower.now(), follower.health()
     figures = bench.tracking_figures(log, bench.twin_sweep)
     print(figures)
 
     assert len(log["t"]) >= 0.9 * bench.TWIN_RATE_HZ * bench.SWEEP_PERIOD_S  # the twin streamed at ~60 Hz
-    assert not follower.refusals and follower.health().ok  # every target reached the arm
+    assert not follower.refusals and health.ok  # every target reached the arm
+    assert not [event for event in follower.watchdog_events if event[1] <= streamed_until]  # never silent 0.1 s
     # the arm went the whole way out along the sweep and back
     excursion = np.max(np.abs(log["q_real"] - franka.Q_START), axis=0)
     assert np.allclose(excursion, np.abs(bench.SWEEP_DIRECTION), atol=0.02), excursion
