@@ -54,8 +54,8 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = mine(spec, args.clusters)
-    settings = {"random": args.random, "random_seed": args.random_seed, "trials": args.trials,
-                "seconds": args.seconds, "execute": args.execute, "tempo": args.tempo, "seed": args.seed, "clusters": args.clusters}
+    settings = {"random": args.random, "random_seed": args.random_seed, "trials": args.trials, "seconds": args.seconds,
+                "execute": args.execute, "tempo": args.tempo, "seed": args.seed, "clusters": args.clusters}
     write_start_poses(args.out, result["start_poses"], {"mined_from": args.checkpoint, "settings": settings})
     args.out.with_suffix(".rows.json").write_text(json.dumps(result["rows"], indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "start_poses")}))
