@@ -71,11 +71,15 @@ APPEARANCE_PAIRS = [(("twin", "eval_strat60_s1_fixed20_online.json"), ("realisti
 # Fig. 8a online and appendix Fig. 2: the same recipe trained on 30 demonstrations collected online (the expert against
 # the realistic stand-in, cameras hand-eye calibrated: the twin's corrected state recorded) and on the 30 sim-only ones
 # from the same start poses; and on those 30 online + 30 targeted (sim-only demonstrations from where failure mining
-# found the 30-online policy stalling); all evaluated online on the same episodes (realistic, calibrated)
+# found the 30-online policy stalling) or + 30 untargeted; all evaluated online on the same episodes (realistic,
+# calibrated)
 DEMONSTRATION_PAIRS = [(("online", "eval_online30_s0_fixed_online_realistic_calibrated.json"),
                         ("sim_only", "eval_sim30_s0_fixed_online_realistic_calibrated.json")),
                        (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
-                        ("online", "eval_online30_s0_fixed_online_realistic_calibrated.json"))]
+                        ("online", "eval_online30_s0_fixed_online_realistic_calibrated.json")),
+                       # the targeting's control: 30 sim-only demonstrations from untargeted (stratified) start poses
+                       (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
+                        ("online_untargeted", "eval_online30_strat30b_s0_fixed_online_realistic_calibrated.json"))]
 REALISTIC = ("realistic", "realistic_calibrated")  # the settings whose stand-in looks other than the twin's model
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
 # 60k are in the 20-pose file): counted there only
@@ -238,7 +242,7 @@ def main() -> int:
                                               "execute 16, tempo 1.5, 2 cameras 240x135: policies trained (30k steps, "
                                               "seed 0) on 30 online and on 30 sim-only demonstrations from the same "
                                               "start poses, and on the 30 online + 30 targeted (sim-only, failure "
-                                              "mining), paired by episode",
+                                              "mining) or + 30 untargeted (sim-only, stratified), paired by episode",
                      "earlier_sweep": "online quick (4 episodes); offline 40 x 2 trials, 20 s, whole chunks; agreement "
                                       "counted on the online run's 4 start poses"},
         "sweep": sweep(),
