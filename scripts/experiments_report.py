@@ -49,9 +49,15 @@ DATASETS = [
      "policy_online30_mined30_rel_tool_30k_s0_exec16_tempo15.json"),
     ("its control: the 30 online + 30 sim-only from other stratified start poses (seed 401, not targeted)",
      "policy_online30_strat30b_rel_tool_30k_s0_exec16_tempo15.json"),
+    ("60 online: the 30 online + 30 more online from the control's start poses and expert seeds",
+     "policy_online60_rel_tool_30k_s0_exec16_tempo15.json"),
 ]
-# Fig. 8b: the four observation variants, 2000-step camera policies of the former script (not learnt: docs/policy.md)
+# Fig. 8b: the observation variants at one training budget (the 30 sim-only stratified demonstrations, relative
+# actions, EMA, 30k steps of batch 64, seed 0; the wrist camera at 32 px), then the earlier rows: the 2000-step camera
+# policies of the former script (not learnt: docs/policy.md) beside a 100k-step pose policy
 REPRESENTATIONS = [
+    ("pose, equal budget", "policy_repr_pose_b64_30k_s0_exec16_tempo15.json"),
+    ("wrist_camera (32 px), equal budget", "policy_repr_wrist32_b64_30k_s0_exec16_tempo15.json"),
     ("pose", "policy_goal_ema_100k_exec16.json"),
     ("wrist_camera", "policy_wrist_camera.json"),
     ("static_camera", "policy_static_camera.json"),
@@ -79,6 +85,12 @@ DEMONSTRATION_PAIRS = [(("online", "eval_online30_s0_fixed_online_realistic_cali
                         ("online", "eval_online30_s0_fixed_online_realistic_calibrated.json")),
                        # the targeting's control: 30 sim-only demonstrations from untargeted (stratified) start poses
                        (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
+                        ("online_untargeted", "eval_online30_strat30b_s0_fixed_online_realistic_calibrated.json")),
+                       # Fig. 8a's question: 30 online + 30 targeted against 60 online; and the second 30 collected
+                       # online against the same 30 collected sim-only (same start poses, same expert seeds)
+                       (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
+                        ("online60", "eval_online60_s0_fixed_online_realistic_calibrated.json")),
+                       (("online60", "eval_online60_s0_fixed_online_realistic_calibrated.json"),
                         ("online_untargeted", "eval_online30_strat30b_s0_fixed_online_realistic_calibrated.json"))]
 REALISTIC = ("realistic", "realistic_calibrated")  # the settings whose stand-in looks other than the twin's model
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
@@ -249,7 +261,8 @@ def main() -> int:
                                               "execute 16, tempo 1.5, 2 cameras 240x135: policies trained (30k steps, "
                                               "seed 0) on 30 online and on 30 sim-only demonstrations from the same "
                                               "start poses, and on the 30 online + 30 targeted (sim-only, failure "
-                                              "mining) or + 30 untargeted (sim-only, stratified), paired by episode",
+                                              "mining) or + 30 untargeted (sim-only, stratified) or + those 30 "
+                                              "collected online (60 online), paired by episode",
                      "earlier_sweep": "online quick (4 episodes); offline 40 x 2 trials, 20 s, whole chunks; agreement "
                                       "counted on the online run's 4 start poses"},
         "sweep": sweep(),
