@@ -53,11 +53,12 @@ DATASETS = [
      "policy_online60_rel_tool_30k_s0_exec16_tempo15.json"),
 ]
 # Fig. 8b: the observation variants at one training budget (the 30 sim-only stratified demonstrations, relative
-# actions, EMA, 30k steps of batch 64, seed 0; the wrist camera at 32 px), then the earlier rows: the 2000-step camera
+# actions, EMA, 30k steps of batch 64, seed 0; the cameras at 32 px), then the earlier rows: the 2000-step camera
 # policies of the former script (not learnt: docs/policy.md) beside a 100k-step pose policy
 REPRESENTATIONS = [
     ("pose, equal budget", "policy_repr_pose_b64_30k_s0_exec16_tempo15.json"),
     ("wrist_camera (32 px), equal budget", "policy_repr_wrist32_b64_30k_s0_exec16_tempo15.json"),
+    ("static_camera (32 px), equal budget", "policy_repr_static32_b64_30k_s0_exec16_tempo15.json"),
     ("pose", "policy_goal_ema_100k_exec16.json"),
     ("wrist_camera", "policy_wrist_camera.json"),
     ("static_camera", "policy_static_camera.json"),
