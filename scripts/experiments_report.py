@@ -78,21 +78,20 @@ APPEARANCE_PAIRS = [(("twin", "eval_strat60_s1_fixed20_online.json"), ("realisti
 # Fig. 8a online and appendix Fig. 2: the same recipe trained on 30 demonstrations collected online (the expert against
 # the realistic stand-in, cameras hand-eye calibrated: the twin's corrected state recorded) and on the 30 sim-only ones
 # from the same start poses; and on those 30 online + 30 targeted (sim-only demonstrations from where failure mining
-# found the 30-online policy stalling) or + 30 untargeted; all evaluated online on the same episodes (realistic,
-# calibrated)
-DEMONSTRATION_PAIRS = [(("online", "eval_online30_s0_fixed_online_realistic_calibrated.json"),
-                        ("sim_only", "eval_sim30_s0_fixed_online_realistic_calibrated.json")),
-                       (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
-                        ("online", "eval_online30_s0_fixed_online_realistic_calibrated.json")),
-                       # the targeting's control: 30 sim-only demonstrations from untargeted (stratified) start poses
-                       (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
-                        ("online_untargeted", "eval_online30_strat30b_s0_fixed_online_realistic_calibrated.json")),
-                       # Fig. 8a's question: 30 online + 30 targeted against 60 online; and the second 30 collected
-                       # online against the same 30 collected sim-only (same start poses, same expert seeds)
-                       (("online_targeted", "eval_online30_mined30_s0_fixed_online_realistic_calibrated.json"),
-                        ("online60", "eval_online60_s0_fixed_online_realistic_calibrated.json")),
-                       (("online60", "eval_online60_s0_fixed_online_realistic_calibrated.json"),
-                        ("online_untargeted", "eval_online30_strat30b_s0_fixed_online_realistic_calibrated.json"))]
+# found the 30-online policy stalling), + 30 untargeted sim-only or + 30 more online; all evaluated online on the same
+# episodes (realistic, calibrated)
+DEMONSTRATION_RUNS = {label: f"eval_{run}_s0_fixed_online_realistic_calibrated.json" for label, run in (
+    ("online", "online30"), ("sim_only", "sim30"), ("online_targeted", "online30_mined30"),
+    # the targeting's control: 30 sim-only demonstrations from untargeted (stratified) start poses
+    ("online_untargeted", "online30_strat30b"),
+    # the 30 online + the control's 30 collected online (same start poses, same expert seeds)
+    ("online60", "online60"))}
+# Fig. 8a's question is targeted against online60; online60 against online_untargeted tells online from sim-only
+# collection of the same 30 episodes
+DEMONSTRATION_PAIRS = [tuple((label, DEMONSTRATION_RUNS[label]) for label in pair)
+                       for pair in (("online", "sim_only"), ("online_targeted", "online"),
+                                    ("online_targeted", "online_untargeted"), ("online_targeted", "online60"),
+                                    ("online60", "online_untargeted"))]
 REALISTIC = ("realistic", "realistic_calibrated")  # the settings whose stand-in looks other than the twin's model
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
 # 60k are in the 20-pose file): counted there only
