@@ -59,10 +59,12 @@ REPRESENTATIONS = [
     ("pose, equal budget", "policy_repr_pose_b64_30k_s0_exec16_tempo15.json"),
     ("wrist_camera (32 px), equal budget", "policy_repr_wrist32_b64_30k_s0_exec16_tempo15.json"),
     ("static_camera (32 px), equal budget", "policy_repr_static32_b64_30k_s0_exec16_tempo15.json"),
+    ("real_image (32 px: the stand-in's own look, realistic), equal budget",
+     "policy_repr_real32_b64_30k_s0_exec16_tempo15.json"),
     ("pose", "policy_goal_ema_100k_exec16.json"),
     ("wrist_camera", "policy_wrist_camera.json"),
     ("static_camera", "policy_static_camera.json"),
-    ("real_image", "policy_real_image.json"),
+    ("real_image (its former definition: the twin's static render + pixel noise)", "policy_real_image.json"),
 ]
 # online evaluations (the quick one of pose_10k repeats the sweep's step_010000 episodes: counted once, in the sweep;
 # the handover policy's quick run repeats 4 episodes of its 20-pose run, same starts and seeds, 20 s: not counted)
@@ -92,6 +94,15 @@ DEMONSTRATION_PAIRS = [tuple((label, DEMONSTRATION_RUNS[label]) for label in pai
                        for pair in (("online", "sim_only"), ("online_targeted", "online"),
                                     ("online_targeted", "online_untargeted"), ("online_targeted", "online60"),
                                     ("online60", "online_untargeted"))]
+# Fig. 8b online: the equal-budget camera policies on the same episodes (realistic, calibrated), and the pose policy
+# trained on the same 30 demonstrations (the sim-only row of Fig. 8a: goal and tool features, batch 256, not the
+# equal-budget pose policy)
+REPRESENTATION_RUNS = {"wrist_camera": "eval_repr_wrist32_b64_30k_s0_fixed_online_realistic_calibrated.json",
+                       "real_image": "eval_repr_real32_b64_30k_s0_fixed_online_realistic_calibrated.json",
+                       "pose_sim_only": DEMONSTRATION_RUNS["sim_only"]}
+REPRESENTATION_PAIRS = [tuple((label, REPRESENTATION_RUNS[label]) for label in pair)
+                        for pair in (("wrist_camera", "real_image"), ("wrist_camera", "pose_sim_only"),
+                                     ("real_image", "pose_sim_only"))]
 REALISTIC = ("realistic", "realistic_calibrated")  # the settings whose stand-in looks other than the twin's model
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
 # 60k are in the 20-pose file): counted there only
@@ -206,10 +217,10 @@ def appearance_pairs() -> list[dict]:
     return out
 
 
-def demonstration_pairs() -> list[dict]:
-    """Policies trained on online and on sim-only demonstrations, the same online episodes (``paired``)."""
+def policy_pairs(pairs) -> list[dict]:
+    """Two policies on the same online episodes (``paired``), per pair of (label, result file)."""
     out = []
-    for (label_a, name_a), (label_b, name_b) in DEMONSTRATION_PAIRS:
+    for (label_a, name_a), (label_b, name_b) in pairs:
         rows_a, rows_b = rows_of(name_a), rows_of(name_b)
         if not rows_a or not rows_b:
             out.append({"files": [name_a, name_b], "missing": "both result files are needed"})
@@ -220,7 +231,7 @@ def demonstration_pairs() -> list[dict]:
 
 def realistic_files() -> list[str]:
     """The paired online result files whose run recorded a realistic stand-in (their ``settings.appearance``)."""
-    pairs = APPEARANCE_PAIRS + DEMONSTRATION_PAIRS
+    pairs = APPEARANCE_PAIRS + DEMONSTRATION_PAIRS + REPRESENTATION_PAIRS
     names = dict.fromkeys(name for pair in pairs for _, name in pair)
     return [name for name in names if ((read(name) or {}).get("settings") or {}).get("appearance") in REALISTIC]
 
@@ -263,6 +274,10 @@ def main() -> int:
                                               "start poses, and on the 30 online + 30 targeted (sim-only, failure "
                                               "mining) or + 30 untargeted (sim-only, stratified) or + those 30 "
                                               "collected online (60 online), paired by episode",
+                     "representations_online": "online, realistic_calibrated, fixed start poses x 1 trial, 30 s, "
+                                               "execute 16, tempo 1.5, 2 cameras 240x135: the equal-budget wrist "
+                                               "camera and real image policies (section 3) and the pose policy of the "
+                                               "same 30 sim-only demonstrations, paired by episode",
                      "earlier_sweep": "online quick (4 episodes); offline 40 x 2 trials, 20 s, whole chunks; agreement "
                                       "counted on the online run's 4 start poses"},
         "sweep": sweep(),
@@ -271,7 +286,8 @@ def main() -> int:
         "representations": [ground_truth_row(label, name) for label, name in REPRESENTATIONS],
         "tracking_failure_rate": tracking_failure_rate(),
         "appearance": appearance_pairs(),
-        "demonstrations_online": demonstration_pairs(),
+        "demonstrations_online": policy_pairs(DEMONSTRATION_PAIRS),
+        "representations_online": policy_pairs(REPRESENTATION_PAIRS),
         # the headline: the realistic setting; the best case beside it, named as such
         "best_online_success": best_online(realistic_files()),
         "best_online_success_twin_appearance": best_online(ONLINE),

@@ -192,8 +192,9 @@ def test_protocols_seeds_and_units():
 # -- runs -----------------------------------------------------------------------------------------------------------
 
 
-def write_tiny_checkpoint(root) -> str:
-    """A pose policy trained 5 steps on 2 synthetic episodes in the default PushT cell."""
+def write_tiny_checkpoint(root, frame_stride: int = 1, **policy) -> str:
+    """A policy (pose unless ``policy`` says otherwise) trained 5 steps on 2 synthetic episodes in the default PushT
+    cell."""
     import torch
 
     from real_is_sim.demos.dataset import DatasetWriter
@@ -209,8 +210,9 @@ def write_tiny_checkpoint(root) -> str:
             cmd = q0 + np.array([(x - 0.45) * i / 60, 0.1 * i / 60, 0, 0, 0, 0, 0])
             writer.add_frame(t=i / 60, object_poses=[[x, 0.0, 0.0, 0, 0, 0, 1.0]], q=cmd - 0.01, q_cmd=cmd)
         writer.end_episode(True)
-    result = train(root / "dataset", PolicyCfg(hidden=64, cond_dim=64),
-                   TrainCfg(steps=5, batch_size=16, warmup_steps=1, checkpoint_every=5), root / "run", progress=False)
+    result = train(root / "dataset", PolicyCfg(hidden=64, cond_dim=64, **policy),
+                   TrainCfg(steps=5, batch_size=16, warmup_steps=1, checkpoint_every=5, frame_stride=frame_stride), root / "run",
+                   progress=False)
     return str(result.checkpoint)
 
 
@@ -386,6 +388,35 @@ def test_online_episode_against_the_standin_counts_tracking(tiny):
     assert row["appearance"] == "twin"
     assert row["tracking_failures"] == 0 and row["tracking_events"] == []  # 0.25 s is too short for a failure
     assert 0.0 <= row["max_sync_error_m"] < 0.02 and row["ground_truth"] is False
+
+
+def test_a_real_image_policy_online_sees_the_standin_not_the_twin(tmp_path, monkeypatch):
+    from real_is_sim.evaluation import online
+    from real_is_sim.evaluation.run import run_unit
+    from real_is_sim.evaluation.spec import Unit
+
+    checkpoint = write_tiny_checkpoint(tmp_path, frame_stride=10, variant="real_image", image_size=16)
+    seen, cameras, real_camera = [], [], online.real_camera
+
+    def recording_camera(policy, bridge, seed):  # the episode's real camera, its inputs kept beside the twin's state
+        camera = real_camera(policy, bridge, seed)
+        render = camera.render
+        camera.render = lambda poses, q, t=None: seen.append((poses.copy(), bridge.twin.object_poses()[0].copy(),
+                                                               bridge.standin.object_poses().copy())) or render(poses, q, t)
+        cameras.append(camera)
+        return camera
+
+    monkeypatch.setattr(online, "real_camera", recording_camera)
+    spec = EvalSpec([checkpoint], mode="online", protocol=None, seconds=0.1, poses=[0],
+                    overrides=["cameras.num_cameras=1", "cameras.width=160", "cameras.height=90",
+                               "initial_offset=[0.03,0.0,0.0]"])  # reality's block 3 cm from the twin's
+    (episode,) = episodes(spec, CFG)
+    (row,) = run_unit(Unit("online", checkpoint, [episode], spec.seconds, spec.overrides))
+    assert row["mode"] == "online" and len(seen) >= 1
+    assert cameras[0].reality.seed == episode.seed  # the episode's stand-in, its look drawn from its seed
+    rendered, twin, real = seen[0]
+    np.testing.assert_array_equal(rendered[0], real)
+    assert np.linalg.norm(rendered[0, 0, :2] - twin[0, :2]) > 0.02
 
 
 def test_agreement_from_two_result_files_and_the_plot(tmp_path):

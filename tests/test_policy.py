@@ -397,8 +397,40 @@ def test_rendered_observations_equal_a_direct_render(tmp_path):
     moved[:, 0, 1] += 0.05
     np.testing.assert_array_equal(cached_images(tmp_path, static, moved, q, progress=False),
                                   render_virtual("static", moved, q, 32, 32, cell=cell))
-    real = ObservationRenderer("real_image", 32, cell).render(poses, q)
-    assert 0 < np.abs(real.astype(int) - direct).mean() < 8  # the stand-in's frame: the static view + sensor noise
+
+
+def test_real_image_is_the_standins_camera_not_the_twins_model():
+    from real_is_sim.bridge import BridgeCfg, build_bridge
+    from real_is_sim.bridge.config import CamerasCfg
+    from real_is_sim.render.virtual_cameras import render_virtual
+    from real_is_sim.standin.appearance import HiddenAppearance
+    from real_is_sim.standin.world import StandInCfg
+    from real_is_sim_tasks.pusht import load_pusht_cfg
+
+    cell = load_pusht_cfg()
+    # online: a stand-in whose one camera stands where the static camera does, at 32 x 32 (the ring around the
+    # default start pose), exact pixels
+    reality = StandInCfg(seed=4, noise_std=0.0, drop_probability=0.0, appearance=HiddenAppearance.realistic())
+    bridge = build_bridge(BridgeCfg(cameras=CamerasCfg(num_cameras=1, width=32, height=32), standin=reality), cell)
+    try:
+        standin = bridge.standin
+        poses, q = standin.object_poses()[None], np.asarray(standin.follower.read_state().q)[None]
+        standin._previous = None  # one sharp exposure, as the policy's camera takes
+        frame = standin._render(standin.source.cameras, 0.5)["sim0"]
+        camera = ObservationRenderer("real_image", 32, cell, reality=bridge.cfg.standin,
+                                     block_scale=standin.params.block_scale)
+        seen = camera.render(poses, q, t=0.5)[0].astype(int)
+        assert np.abs(seen - np.round(frame * 255)).max() <= 1  # what the stand-in's camera captures
+    finally:
+        bridge.hold_and_stop()
+    # training and offline: realities drawn with the realistic appearance, far from the twin's model
+    states = np.repeat(poses, 2, 0)
+    states[1, 0, 1] += 0.06
+    drawn = ObservationRenderer("real_image", 32, cell, seed=3).render(states, np.repeat(q, 2, 0))
+    np.testing.assert_array_equal(drawn, ObservationRenderer("real_image", 32, cell, seed=3).render(states, np.repeat(q, 2, 0)))
+    twin_view = render_virtual("static", states, np.repeat(q, 2, 0), 32, 32, cell=cell)
+    assert np.abs(drawn.astype(int) - twin_view).mean() > 20  # another table, block, robot, calibration, exposure
+    assert np.abs(drawn[0].astype(int) - drawn[1]).mean() > 1  # and the block's place shows
 
 
 def test_train_command(tiny_dataset, tmp_path, capsys):

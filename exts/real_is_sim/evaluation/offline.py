@@ -67,9 +67,13 @@ class ChunkSource:
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self.history_frames = policy.cfg.history_frames
         self.history = deque(maxlen=self.history_frames + 1)  # [0]: history_frames ticks ago (or the first frame)
+        self.seen = None
 
-    def observe(self, object_poses: np.ndarray, robot_q: np.ndarray) -> None:
+    def observe(self, object_poses: np.ndarray, robot_q: np.ndarray, seen=None) -> None:
+        """``seen``: (object poses, robot q, t) the cameras see when that differs from the state the policy reads
+        (``real_image`` online: the real world's)."""
         self.history.append((np.array(object_poses), np.array(robot_q)))
+        self.seen = seen
 
     def chunks(self, env_ids) -> np.ndarray:
         from real_is_sim.policy.flow import image_tensor, state_vector
@@ -77,7 +81,10 @@ class ChunkSource:
         p, ids = self.policy, np.asarray(env_ids, dtype=int)
         (poses, q), (poses_before, q_before) = self.history[-1], self.history[0]
         noise = torch.stack([torch.randn((p.cfg.flow_length, 8), generator=self.generators[i]) for i in ids])
-        images = self.renderer.render(poses[ids], q[ids]) if self.renderer is not None else None
+        images = None
+        if self.renderer is not None:
+            seen_poses, seen_q, t = self.seen if self.seen is not None else (poses, q, None)
+            images = self.renderer.render(seen_poses[ids], seen_q[ids], t)
         if self.history_frames:
             state = state_vector(p.cfg.variant, poses[ids], q[ids], (poses_before[ids], q_before[ids]))
         else:

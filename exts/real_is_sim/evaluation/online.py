@@ -4,7 +4,9 @@ The bridge's ``standin`` preset (cameras rendered by the stand-in, visual forces
 following the twin robot), one bridge per episode with its cameras ringing the start pose (as
 ``scripts/bench_expert.py`` does), the stand-in's hidden physics drawn with ``standin.seed`` = the episode's seed
 (so each trial of a start pose meets other physics). The policy reads the twin (corrected by the visual forces);
-success is judged on the stand-in's block (ground truth), by the same rules as offline.
+a ``real_image`` policy's image is the real camera's instead: the stand-in's own look at its true state, through a
+camera where the static one stands (:func:`real_camera`). Success is judged on the stand-in's block (ground truth),
+by the same rules as offline.
 
 Tracking failures: the twin's block more than ``TRACK_POSITION_M`` (2 cm) or ``TRACK_ANGLE_RAD`` (10 deg) from the
 stand-in's for longer than ``TRACK_MIN_S`` (0.5 s); one failure per such stretch, recovered when the error came back
@@ -60,6 +62,15 @@ def build_online_world(cell, start_pose, seed: int, overrides: list[str]):
     return build_bridge(cfg, task)
 
 
+def real_camera(policy, bridge, seed: int):
+    """The ``real_image`` policy's camera in this episode: the stand-in's own look (its seed, appearance and block
+    size), fixed where the static camera stands."""
+    from real_is_sim.policy.observations import ObservationRenderer, cell_from_yaml
+
+    return ObservationRenderer("real_image", policy.cfg.image_size, cell_from_yaml(policy.cfg.cell), seed=seed,
+                               reality=bridge.cfg.standin, block_scale=bridge.standin.params.block_scale)
+
+
 def run_online_unit(unit: Unit) -> list[dict]:
     """Each episode of the unit (usually one) in its own bridge."""
     return [run_online_episode(unit, e) for e in unit.episodes]
@@ -72,12 +83,18 @@ def run_online_episode(unit: Unit, e) -> dict:
     twin = bridge.twin
     try:
         scheduler = make_scheduler(policy, 1, twin.control_dt, unit.execute, unit.tempo)
-        source = ChunkSource(policy, [e.seed], renderer_of(policy, e.seed), unit.noise_scale)
+        real_image = policy.cfg.variant == "real_image"
+        renderer = real_camera(policy, bridge, e.seed) if real_image else renderer_of(policy, e.seed)
+        source = ChunkSource(policy, [e.seed], renderer, unit.noise_scale)
         clock = RuleClock(1, cell)
         position_error, angle_error = [], []
         ticks = int(round(unit.seconds / twin.control_dt))
         for tick in range(ticks):
-            source.observe(twin.object_poses()[:1], twin.robot_q()[:1])
+            seen = None
+            if real_image:  # the real camera sees the real world (the stand-in's block and arm)
+                standin = bridge.standin
+                seen = (standin.object_poses()[None], np.asarray(standin.follower.read_state().q)[None], standin.t)
+            source.observe(twin.object_poses()[:1], twin.robot_q()[:1], seen)
             if len(scheduler.needs_chunk()):
                 scheduler.set_chunks([0], source.chunks([0]))
             bridge.tick(scheduler.step())

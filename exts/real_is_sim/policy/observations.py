@@ -2,10 +2,13 @@
 
 - ``static_camera`` / ``wrist_camera``: the twin's virtual cameras (:func:`real_is_sim.render.virtual_cameras.render_virtual`;
   the static one is the stand-in's first ring camera, where a real camera stands).
-- ``real_image``: the frame the stand-in world's first camera exposes at that state. The stand-in renders with the
-  twin's own appearance model from that same camera pose (real_is_sim.standin.world), so its frame is the static
-  render plus the stand-in's sensor noise (``StandInCfg.noise_std``, seeded). Offline data hold the twin's poses, so
-  the frame is rendered at those; the stand-in's latency, exposure changes and dropped frames are left out.
+- ``real_image``: the real camera's frame: the stand-in world's look (:class:`~real_is_sim.standin.look.StandInLook`:
+  its own block Gaussians, the real table, its true calibration, exposure drift, the arm's shadow, its robot's
+  appearance, sensor noise) through a camera fixed where the static one stands, with the same framing. Online the
+  episode's stand-in is rendered at its true state (``reality``); for training and offline, where no stand-in runs,
+  each image shows the state through one of ``REAL_IMAGE_LOOKS`` realities drawn with the realistic appearance
+  (``HiddenAppearance.realistic()``), at a random point of the colour drift: what the camera of a reality like the
+  evaluation's would have shown there. Motion blur, latency and dropped frames are left out.
 """
 
 from __future__ import annotations
@@ -24,34 +27,81 @@ from real_is_sim.task import DEFAULT_TASK, import_task
 DEFAULT_TASK_YAML = "pusht.yaml"  # the default task's default cell, as render_virtual uses it
 
 RENDER_BATCH = 32  # images per renderer call while filling a cache
+REAL_IMAGE_LOOKS = 16  # realities the real_image training and offline frames are drawn from
+REAL_IMAGE_SEED0 = 1_000_000  # their stand-in seeds: REAL_IMAGE_SEED0 + k, apart from episode seeds
+REAL_IMAGE_SERIAL = "policy"
 
 
 class ObservationRenderer:
     """``render(object_poses [B, n_obj, 7], robot_q [B, 7]) -> uint8 [B, size, size, 3]`` for an image variant."""
 
-    def __init__(self, variant: str, size: int, cell: CellCfg | None = None, seed: int = 0) -> None:
-        from real_is_sim.standin.world import StandInCfg
-
+    def __init__(self, variant: str, size: int, cell: CellCfg | None = None, seed: int = 0, reality=None,
+                 block_scale: float = 1.0) -> None:
+        """``seed``: the random draws of ``real_image`` (which reality, when in the drift, sensor noise);
+        ``reality``: the :class:`~real_is_sim.standin.world.StandInCfg` of the one stand-in ``real_image`` shows
+        (online; its hidden ``block_scale`` beside it), None: ``REAL_IMAGE_LOOKS`` realistic ones."""
         if variant not in ("static_camera", "wrist_camera", "real_image"):
             raise ConfigError(f"variant {variant!r} has no camera observation")
         self.variant, self.size, self.cell = variant, size, cell
-        self.noise_std = StandInCfg().noise_std if variant == "real_image" else 0.0
+        self.reality, self.block_scale = reality, block_scale
         self._rng = np.random.default_rng(seed)
         self._cameras = None  # built at the first call
+        self._looks = None
 
-    def render(self, object_poses, robot_q) -> np.ndarray:
+    @property
+    def key(self) -> str:
+        """What the images depend on besides the states (a training cache's key)."""
+        return f"{self.variant}:{self.size}px:" + ("realistic-looks-v1" if self.variant == "real_image" else "twin")
+
+    def render(self, object_poses, robot_q, t: float | None = None) -> np.ndarray:
+        """``t``: the reality's clock (its colour drift; ``real_image`` online), None: a random point of it."""
+        if self.variant == "real_image":
+            return self._render_real(np.asarray(object_poses, dtype=np.float64), np.asarray(robot_q, dtype=np.float64), t)
         from real_is_sim.render.virtual_cameras import VirtualCameras
 
         # this renderer's own cameras: render_virtual finds a cell's cameras by serialising the cell to YAML on
         # every call
         if self._cameras is None:
-            self._cameras = VirtualCameras(self.cell if self.cell is not None else cell_from_yaml(""))
+            self._cameras = VirtualCameras(self._cell())
         kind = "wrist" if self.variant == "wrist_camera" else "static"
-        images = self._cameras.render(kind, np.asarray(object_poses), np.asarray(robot_q), self.size, self.size)
-        if not self.noise_std:
-            return images
-        noisy = images / 255.0 + self._rng.normal(0.0, self.noise_std, images.shape)
-        return np.round(np.clip(noisy, 0.0, 1.0) * 255.0).astype(np.uint8)
+        return self._cameras.render(kind, np.asarray(object_poses), np.asarray(robot_q), self.size, self.size)
+
+    def _cell(self) -> CellCfg:
+        return self.cell if self.cell is not None else cell_from_yaml("")
+
+    def _render_real(self, poses: np.ndarray, qs: np.ndarray, t: float | None) -> np.ndarray:
+        if poses.ndim != 3 or poses.shape[2] != 7 or qs.shape != (len(poses), 7):
+            raise ConfigError(f"object_poses must be [B, n_obj, 7] and robot_q [B, 7]; got {poses.shape} and {qs.shape}")
+        looks = self._looks if self._looks is not None else self._build_looks()
+        images = np.empty((len(poses), self.size, self.size, 3), dtype=np.uint8)
+        for b in range(len(poses)):
+            look = looks[0] if len(looks) == 1 else looks[self._rng.integers(len(looks))]
+            when = t if t is not None else self._rng.uniform(0.0, look.cfg.appearance.drift_period_s)
+            image = look.render_state(poses[b], qs[b], [REAL_IMAGE_SERIAL], when)[REAL_IMAGE_SERIAL]
+            noisy = image * look.cfg.exposure + self._rng.normal(0.0, look.cfg.noise_std, image.shape)
+            images[b] = np.round(np.clip(noisy, 0.0, 1.0) * 255.0).astype(np.uint8)
+        return images
+
+    def _build_looks(self) -> list:
+        from real_is_sim.cameras.base import CameraInfo
+        from real_is_sim.correction.background import table_background
+        from real_is_sim.render.virtual_cameras import scaled_intrinsics
+        from real_is_sim.standin.appearance import HiddenAppearance
+        from real_is_sim.standin.cameras import ring_cameras
+        from real_is_sim.standin.look import StandInLook
+        from real_is_sim.standin.world import StandInCfg
+        from real_is_sim.twin.tblock import block_cloud, block_geometry, table_plane
+
+        cell = self._cell()
+        ring = ring_cameras(block_geometry(cell).start_pose[:3])[0]  # the static camera (VirtualCameras' first)
+        K = scaled_intrinsics(ring.K, ring.resolution, self.size, self.size)
+        camera = CameraInfo(REAL_IMAGE_SERIAL, K, self.size, self.size, ring.X_WC)
+        model_table = {REAL_IMAGE_SERIAL: table_background(K, camera.viewmat_opencv(), self.size, self.size,
+                                                           table_plane(cell.table))}
+        realities = [self.reality] if self.reality is not None else [
+            StandInCfg(seed=REAL_IMAGE_SEED0 + k, appearance=HiddenAppearance.realistic()) for k in range(REAL_IMAGE_LOOKS)]
+        self._looks = [StandInLook(cell, r, [camera], block_cloud(cell), model_table, self.block_scale) for r in realities]
+        return self._looks
 
 
 def renderer_for(variant: str, size: int, cell_yaml: str, seed: int = 0) -> ObservationRenderer:
@@ -81,15 +131,16 @@ def _digest(object_poses: np.ndarray, robot_q: np.ndarray) -> str:
 def cached_images(cache_dir: str | Path, renderer: ObservationRenderer, object_poses: np.ndarray, robot_q: np.ndarray,
                   progress: bool = True) -> np.ndarray:
     """Images of these states, rendered once and kept in ``cache_dir/<variant>_<size>px.npy``; a cache of other
-    states (the dataset grew, another frame stride) is rendered anew. Filled in batches, so an interrupted fill
-    starts over (the .npy is written only when complete)."""
+    states (the dataset grew, another frame stride) or of another renderer (``ObservationRenderer.key``) is rendered
+    anew. Filled in batches, so an interrupted fill starts over (the .npy is written only when complete)."""
     from tqdm import tqdm
 
     cache_dir = Path(cache_dir)
     stem = cache_dir / f"{renderer.variant}_{renderer.size}px"
     images_path, key_path = stem.with_suffix(".npy"), stem.with_suffix(".json")
     digest = _digest(object_poses, robot_q)
-    if images_path.is_file() and key_path.is_file() and json.loads(key_path.read_text()).get("states") == digest:
+    key = {"states": digest, "renderer": renderer.key}
+    if images_path.is_file() and key_path.is_file() and json.loads(key_path.read_text()).items() >= key.items():
         return np.load(images_path)
     images = np.empty((len(robot_q), renderer.size, renderer.size, 3), dtype=np.uint8)
     starts = range(0, len(robot_q), RENDER_BATCH)
@@ -100,5 +151,5 @@ def cached_images(cache_dir: str | Path, renderer: ObservationRenderer, object_p
     tmp = images_path.with_name(images_path.name + ".tmp.npy")
     np.save(tmp, images)
     tmp.replace(images_path)
-    key_path.write_text(json.dumps({"states": digest, "samples": len(images)}))
+    key_path.write_text(json.dumps({**key, "samples": len(images)}))
     return images

@@ -8,7 +8,8 @@ those frames; the stand-in's block pose is the ground truth that the sync error 
 
 ``StandInCfg.appearance`` (:class:`HiddenAppearance`, off by default) makes it *look* different from the twin's
 model too: its block's Gaussians, its table, its true camera calibration, exposure drift, motion blur, the arm's
-shadow and its robot's appearance (:mod:`real_is_sim.standin.appearance`). ``sensor_backgrounds`` is then the
+shadow and its robot's appearance (:mod:`real_is_sim.standin.appearance`; the world is a
+:class:`~real_is_sim.standin.look.StandInLook` with physics). ``sensor_backgrounds`` is then the
 twin's own estimate of the empty cell, not the image the stand-in renders over.
 """
 
@@ -23,19 +24,14 @@ import torch
 from real_is_sim.cameras.base import CameraInfo
 from real_is_sim.cameras.rendered import RenderedSource
 from real_is_sim.cell import CellCfg
-from real_is_sim.gaussians.cloud import GaussianCloud
-from real_is_sim.render.clouds import render_clouds
-from real_is_sim.robot.appearance import RobotAppearance
-from real_is_sim.robot.safety import SafeFollower
-from real_is_sim.standin.appearance import (ColourDrift, HiddenAppearance, appearance_rng, perturb_camera, perturb_cloud,
-                                             perturb_robot, real_table_texture, shadow_mask, textured_table_background)
-from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
-from real_is_sim.correction.background import table_background
 from real_is_sim.errors import DataError
-from real_is_sim.paths import shared_data_dir
+from real_is_sim.gaussians.cloud import GaussianCloud
+from real_is_sim.robot.safety import SafeFollower
+from real_is_sim.standin.appearance import HiddenAppearance
+from real_is_sim.standin.look import StandInLook
+from real_is_sim.standin.params import HiddenParamRanges, draw_hidden_params
 from real_is_sim.transforms import matrix_to_pose, pose_to_matrix
 from real_is_sim.twin import Twin, TwinCfg
-from real_is_sim.twin.tblock import table_plane
 
 
 @dataclass
@@ -52,7 +48,7 @@ class StandInCfg:
     appearance: HiddenAppearance = field(default_factory=HiddenAppearance)
 
 
-class StandInWorld:
+class StandInWorld(StandInLook):
     def __init__(self, task: CellCfg, cfg: StandInCfg, cameras: list[CameraInfo], cloud: GaussianCloud,
                  backgrounds: dict[str, np.ndarray], twin_cfg: TwinCfg | None, follower: SafeFollower):
         """``cloud``: the objects' Gaussians (body frames) as reality looks; ``backgrounds``: the empty cell per
@@ -63,22 +59,9 @@ class StandInWorld:
         self.params = draw_hidden_params(cfg.hidden, task.physical, rng)
         self.task = dataclasses.replace(task, physical=self.params)
         self.twin = Twin(self.task, 1, twin_cfg)
-        look = cfg.appearance
-        self.model_cloud = cloud  # the twin's model: never modified
-        if look.on("block"):
-            cloud = perturb_cloud(cloud, look, appearance_rng(cfg.seed, "block"))
-        self.cloud = _scaled(cloud, self.params.block_scale)
+        super().__init__(self.task, cfg, cameras, cloud, backgrounds, self.params.block_scale, self.twin.control_dt)
         self.follower = follower
-        self.appearance = RobotAppearance(base_pose=np.asarray(task.robot.base_pose)) if cfg.render_robot else None
-        self._robot_look = {"rng": appearance_rng(cfg.seed, "robot")} if look.on("robot") else None
-        rng = appearance_rng(cfg.seed, "calibration")
-        self.true_cameras = {c.serial: perturb_camera(c, look, rng) if look.on("calibration") else c for c in cameras}
-        self.plane = table_plane(task.table)
-        backgrounds = self._own_backgrounds(cameras, backgrounds)
-        self._backgrounds = {s: torch.as_tensor(np.asarray(b), dtype=torch.float32) for s, b in backgrounds.items()}
-        self._drift = ColourDrift(look, appearance_rng(cfg.seed, "exposure")) if look.on("exposure") else None
         self._previous = None  # (object poses, robot q) at the previous capture: motion blur interpolates from it
-        self.sensor_backgrounds = self._estimated_backgrounds(cameras, backgrounds) if look.on("background") else backgrounds
         self.source = RenderedSource(cameras, self._render, latency=cfg.latency_s, noise_std=cfg.noise_std,
                                      exposure=cfg.exposure, drop_probability=cfg.drop_probability, seed=cfg.seed + 1)
         self._board = None  # (cloud, X_TB, kinematics) while a calibration board is on the hand
@@ -148,95 +131,14 @@ class StandInWorld:
             q = target
         return shots
 
-    def _own_backgrounds(self, cameras: list[CameraInfo], model: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The empty cell the stand-in renders over: the twin's model images unless the table or the calibration
-        differs (then ray-cast from the true cameras: the real table's texture, or the table model)."""
-        look = self.cfg.appearance
-        if not (look.on("background") or look.on("calibration")):
-            return model
-        plane = tuple(float(v) for v in self.plane)
-        texture = None
-        if look.on("background"):
-            recording = shared_data_dir() / "sample_demos" / "0"
-            if (recording / "cameras.json").is_file():
-                texture = real_table_texture(str(recording), plane)
-        out = {}
-        for c in cameras:
-            true = self.true_cameras[c.serial]
-            if texture is not None:
-                image = textured_table_background(true, plane, texture)
-            elif look.on("background"):  # no real footage here: another table than the twin's model
-                image = table_background(true.K, true.viewmat_opencv(), true.width, true.height, plane,
-                                         base_color=(0.5, 0.52, 0.48), tile=0.04)
-            else:
-                image = table_background(true.K, true.viewmat_opencv(), true.width, true.height, plane)
-            mix = look.background if look.on("background") else 0.0
-            out[c.serial] = ((1 - mix) * table_background(true.K, true.viewmat_opencv(), true.width, true.height, plane)
-                             + mix * image).astype(np.float32) if 0 < mix < 1 else image
-        return out
-
-    def _estimated_backgrounds(self, cameras: list[CameraInfo], own: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """What the twin captured of the empty cell (arm out of view): the per-pixel median of a few frames of it
-        through these cameras (exposure at t = 0, pixel noise, 8-bit)."""
-        rng = appearance_rng(self.cfg.seed, "background")
-        gains = self._drift.gains(0.0) if self._drift is not None else np.ones(3, np.float32)
-        out = {}
-        for c in cameras:
-            image = own[c.serial] * gains * self.cfg.exposure
-            shots = [np.round(np.clip(image + rng.normal(0, self.cfg.noise_std, image.shape), 0, 1) * 255)
-                     for _ in range(self.cfg.appearance.empty_cell_frames)]
-            out[c.serial] = (np.median(np.stack(shots), axis=0) / 255.0).astype(np.float32)
-        return out
-
     def _render(self, cameras: dict[str, CameraInfo], t: float) -> dict[str, np.ndarray]:
-        look = self.cfg.appearance
         poses_now, q_now = self.object_poses().copy(), np.asarray(self.follower.read_state().q, dtype=np.float64).copy()
         previous, self._previous = self._previous, (poses_now, q_now)
-        infos = [self.true_cameras[s] for s in cameras]
-        bg = torch.stack([self._backgrounds[i.serial] for i in infos])
-        if look.on("arm_shadow") and self.appearance is not None:
-            means = self.appearance.means(q_now).numpy().astype(np.float64)
-            masks = np.stack([shadow_mask(means, self.plane, look.light_tilt_deg, i, look.shadow_blur_m) for i in infos])
-            bg = bg * (1.0 - look.arm_shadow * torch.as_tensor(masks)[..., None])
-        samples = [(poses_now, q_now)]
-        if look.on("motion_blur") and previous is not None and look.blur_samples > 1:
-            dt = self.twin.control_dt
-            fractions = np.linspace(0.0, min(1.0, look.motion_blur_s / dt), look.blur_samples)[1:]  # back in time
-            samples += [(_lerp_poses(poses_now, previous[0], f), (1 - f) * q_now + f * previous[1]) for f in fractions]
-        images = sum(self._render_at(poses, q, infos, bg) for poses, q in samples) / len(samples)
-        if self._drift is not None:
-            images = images * torch.as_tensor(self._drift.gains(t))
-        return {s: images[k].clamp(0, 1).numpy() for k, s in enumerate(cameras)}
+        return self.render_state(poses_now, q_now, list(cameras), t, previous, self._board_in_view)
 
-    def _render_at(self, object_poses: np.ndarray, q: np.ndarray, infos: list[CameraInfo], bg: torch.Tensor) -> torch.Tensor:
-        clouds, poses = [self.cloud], [torch.as_tensor(object_poses, dtype=torch.float32)]
-        if self.appearance is not None:
-            robot = self.appearance.cloud(q)
-            if self._robot_look is not None:
-                robot = perturb_robot(robot, self.cfg.appearance, self._robot_look)
-            clouds.append(robot)
-            poses.append(None)
-        if self._board is not None:
-            board, X_TB, kinematics = self._board
-            X_WB = pose_to_matrix(np.asarray(self.task.robot.base_pose)) @ kinematics.tool_pose(q).homogeneous @ X_TB
-            clouds.append(board)
-            poses.append(torch.as_tensor(matrix_to_pose(X_WB)[None], dtype=torch.float32))
-        viewmats = torch.as_tensor(np.stack([i.viewmat_opencv() for i in infos]), dtype=torch.float32)
-        Ks = torch.as_tensor(np.stack([i.K for i in infos]), dtype=torch.float32)
-        with torch.no_grad():
-            images, _, _ = render_clouds(clouds, poses, viewmats, Ks, infos[0].width, infos[0].height,
-                                         backgrounds=bg, backend=self.cfg.render_backend)
-        return images.cpu()  # gsplat renders on CUDA
-
-
-def _lerp_poses(a: np.ndarray, b: np.ndarray, f: float) -> np.ndarray:
-    """Poses ``(n, 7)`` a fraction ``f`` of the way from ``a`` to ``b`` (positions linear, quaternions nlerp)."""
-    qb = np.where((np.sum(a[:, 3:7] * b[:, 3:7], axis=1) < 0)[:, None], -b[:, 3:7], b[:, 3:7])
-    q = (1 - f) * a[:, 3:7] + f * qb
-    return np.concatenate([(1 - f) * a[:, :3] + f * b[:, :3], q / np.linalg.norm(q, axis=1, keepdims=True)], axis=1)
-
-
-def _scaled(cloud: GaussianCloud, scale: float) -> GaussianCloud:
-    if scale == 1.0:
-        return cloud
-    return GaussianCloud(cloud.means * scale, cloud.quats, cloud.scales * scale, cloud.opacities, cloud.colors, cloud.body_ids)
+    def _board_in_view(self, q: np.ndarray) -> list[tuple[GaussianCloud, torch.Tensor]]:
+        if self._board is None:
+            return []
+        board, X_TB, kinematics = self._board
+        X_WB = pose_to_matrix(np.asarray(self.task.robot.base_pose)) @ kinematics.tool_pose(q).homogeneous @ X_TB
+        return [(board, torch.as_tensor(matrix_to_pose(X_WB)[None], dtype=torch.float32))]
