@@ -401,6 +401,7 @@ def test_rendered_observations_equal_a_direct_render(tmp_path):
 
 def test_real_image_is_the_standins_camera_not_the_twins_model():
     from real_is_sim.bridge import BridgeCfg, build_bridge
+    from real_is_sim.evaluation.offline import renderer_of
     from real_is_sim.bridge.config import CamerasCfg
     from real_is_sim.render.virtual_cameras import render_virtual
     from real_is_sim.standin.appearance import HiddenAppearance
@@ -431,6 +432,13 @@ def test_real_image_is_the_standins_camera_not_the_twins_model():
     twin_view = render_virtual("static", states, np.repeat(q, 2, 0), 32, 32, cell=cell)
     assert np.abs(drawn.astype(int) - twin_view).mean() > 20  # another table, block, robot, calibration, exposure
     assert np.abs(drawn[0].astype(int) - drawn[1]).mean() > 1  # and the block's place shows
+    # offline evaluation: other realities than the training images'
+    training = ObservationRenderer("real_image", 32, cell)
+    training.render(states[:1], q)
+    evaluation = renderer_of(untrained_policy(PolicyCfg(variant="real_image", image_size=32)), seed=0)
+    evaluation.render(states[:1], q)
+    assert not {look.cfg.seed for look in training._looks} & {look.cfg.seed for look in evaluation._looks}
+    assert training.key != evaluation.key
 
 
 def test_train_command(tiny_dataset, tmp_path, capsys):

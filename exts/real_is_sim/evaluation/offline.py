@@ -52,9 +52,12 @@ def checkpoint_meta(path: str) -> dict:
 
 
 def renderer_of(policy, seed: int):
-    from real_is_sim.policy.observations import renderer_for
+    """The policy's cameras in an evaluation (``real_image``: realities other than the training images')."""
+    from real_is_sim.policy.observations import EVALUATION_REALITIES, renderer_for
 
-    return renderer_for(policy.cfg.variant, policy.cfg.image_size, policy.cfg.cell, seed=seed) if policy.cfg.uses_images else None
+    if not policy.cfg.uses_images:
+        return None
+    return renderer_for(policy.cfg.variant, policy.cfg.image_size, policy.cfg.cell, seed=seed, realities=EVALUATION_REALITIES)
 
 
 class ChunkSource:

@@ -8,7 +8,8 @@
   episode's stand-in is rendered at its true state (``reality``); for training and offline, where no stand-in runs,
   each image shows the state through one of ``REAL_IMAGE_LOOKS`` realities drawn with the realistic appearance
   (``HiddenAppearance.realistic()``), at a random point of the colour drift: what the camera of a reality like the
-  evaluation's would have shown there. Motion blur, latency and dropped frames are left out.
+  evaluation's would have shown there. Offline evaluation draws other realities than training
+  (``EVALUATION_REALITIES``), as online episodes meet their own. Motion blur, latency and dropped frames are left out.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from real_is_sim.task import DEFAULT_TASK, import_task
 DEFAULT_TASK_YAML = "pusht.yaml"  # the default task's default cell, as render_virtual uses it
 
 RENDER_BATCH = 32  # images per renderer call while filling a cache
-REAL_IMAGE_LOOKS = 16  # realities the real_image training and offline frames are drawn from
-REAL_IMAGE_SEED0 = 1_000_000  # their stand-in seeds: REAL_IMAGE_SEED0 + k, apart from episode seeds
+REAL_IMAGE_LOOKS = 16  # realities the real_image training (or offline) frames are drawn from
+# their stand-in seeds: first + k, apart from each other and from episode seeds
+TRAINING_REALITIES, EVALUATION_REALITIES = 1_000_000, 2_000_000
 REAL_IMAGE_SERIAL = "policy"
 
 
@@ -36,14 +38,15 @@ class ObservationRenderer:
     """``render(object_poses [B, n_obj, 7], robot_q [B, 7]) -> uint8 [B, size, size, 3]`` for an image variant."""
 
     def __init__(self, variant: str, size: int, cell: CellCfg | None = None, seed: int = 0, reality=None,
-                 block_scale: float = 1.0) -> None:
+                 block_scale: float = 1.0, realities: int = TRAINING_REALITIES) -> None:
         """``seed``: the random draws of ``real_image`` (which reality, when in the drift, sensor noise);
         ``reality``: the :class:`~real_is_sim.standin.world.StandInCfg` of the one stand-in ``real_image`` shows
-        (online; its hidden ``block_scale`` beside it), None: ``REAL_IMAGE_LOOKS`` realistic ones."""
+        (online; its hidden ``block_scale`` beside it), None: ``REAL_IMAGE_LOOKS`` realistic ones, stand-in seeds
+        ``realities + k``."""
         if variant not in ("static_camera", "wrist_camera", "real_image"):
             raise ConfigError(f"variant {variant!r} has no camera observation")
         self.variant, self.size, self.cell = variant, size, cell
-        self.reality, self.block_scale = reality, block_scale
+        self.reality, self.block_scale, self.realities = reality, block_scale, realities
         self._rng = np.random.default_rng(seed)
         self._cameras = None  # built at the first call
         self._looks = None
@@ -51,7 +54,8 @@ class ObservationRenderer:
     @property
     def key(self) -> str:
         """What the images depend on besides the states (a training cache's key)."""
-        return f"{self.variant}:{self.size}px:" + ("realistic-looks-v1" if self.variant == "real_image" else "twin")
+        return f"{self.variant}:{self.size}px:" + (f"realistic-looks-{self.realities}" if self.variant == "real_image"
+                                                   else "twin")
 
     def render(self, object_poses, robot_q, t: float | None = None) -> np.ndarray:
         """``t``: the reality's clock (its colour drift; ``real_image`` online), None: a random point of it."""
@@ -99,15 +103,16 @@ class ObservationRenderer:
         model_table = {REAL_IMAGE_SERIAL: table_background(K, camera.viewmat_opencv(), self.size, self.size,
                                                            table_plane(cell.table))}
         realities = [self.reality] if self.reality is not None else [
-            StandInCfg(seed=REAL_IMAGE_SEED0 + k, appearance=HiddenAppearance.realistic()) for k in range(REAL_IMAGE_LOOKS)]
+            StandInCfg(seed=self.realities + k, appearance=HiddenAppearance.realistic()) for k in range(REAL_IMAGE_LOOKS)]
         self._looks = [StandInLook(cell, r, [camera], block_cloud(cell), model_table, self.block_scale) for r in realities]
         return self._looks
 
 
-def renderer_for(variant: str, size: int, cell_yaml: str, seed: int = 0) -> ObservationRenderer:
+def renderer_for(variant: str, size: int, cell_yaml: str, seed: int = 0,
+                 realities: int = TRAINING_REALITIES) -> ObservationRenderer:
     """The renderer of a policy's observations in the cell its data was recorded in (``cell_yaml``: the dataset's
     cell config, kept in the policy's config; empty: the default PushT cell)."""
-    return ObservationRenderer(variant, size, cell_from_yaml(cell_yaml), seed)
+    return ObservationRenderer(variant, size, cell_from_yaml(cell_yaml), seed, realities=realities)
 
 
 def cell_from_yaml(cell_yaml: str, task_module: str = DEFAULT_TASK) -> CellCfg:
