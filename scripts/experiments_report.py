@@ -61,6 +61,8 @@ REPRESENTATIONS = [
     ("static_camera (32 px), equal budget", "policy_repr_static32_b64_30k_s0_exec16_tempo15.json"),
     ("real_image (32 px: the stand-in's own look, realistic), equal budget",
      "policy_repr_real32_b64_30k_s0_exec16_tempo15.json"),
+    ("wrist_camera (32 px), equal budget, trained again (session 32, same command)",
+     "policy_repr_wrist32_b64_30k_s0_rerun_exec16_tempo15.json"),
     ("pose", "policy_goal_ema_100k_exec16.json"),
     ("wrist_camera", "policy_wrist_camera.json"),
     ("static_camera", "policy_static_camera.json"),

@@ -76,15 +76,18 @@ class ObservationRenderer:
     def _render_real(self, poses: np.ndarray, qs: np.ndarray, t: float | None) -> np.ndarray:
         if poses.ndim != 3 or poses.shape[2] != 7 or qs.shape != (len(poses), 7):
             raise ConfigError(f"object_poses must be [B, n_obj, 7] and robot_q [B, 7]; got {poses.shape} and {qs.shape}")
+        from real_is_sim.standin.look import render_looks
+
         looks = self._looks if self._looks is not None else self._build_looks()
-        images = np.empty((len(poses), self.size, self.size, 3), dtype=np.uint8)
-        for b in range(len(poses)):
+        picked, times, noise = [], [], []
+        for _ in range(len(poses)):  # per image: which reality, when in its drift, its pixel noise
             look = looks[0] if len(looks) == 1 else looks[self._rng.integers(len(looks))]
-            when = t if t is not None else self._rng.uniform(0.0, look.cfg.appearance.drift_period_s)
-            image = look.render_state(poses[b], qs[b], [REAL_IMAGE_SERIAL], when)[REAL_IMAGE_SERIAL]
-            noisy = image * look.cfg.exposure + self._rng.normal(0.0, look.cfg.noise_std, image.shape)
-            images[b] = np.round(np.clip(noisy, 0.0, 1.0) * 255.0).astype(np.uint8)
-        return images
+            picked.append(look)
+            times.append(t if t is not None else self._rng.uniform(0.0, look.cfg.appearance.drift_period_s))
+            noise.append(self._rng.normal(0.0, look.cfg.noise_std, (self.size, self.size, 3)))
+        images = render_looks(picked, poses, qs, REAL_IMAGE_SERIAL, times)
+        exposure = np.array([look.cfg.exposure for look in picked])[:, None, None, None]
+        return np.round(np.clip(images * exposure + np.stack(noise), 0.0, 1.0) * 255.0).astype(np.uint8)
 
     def _build_looks(self) -> list:
         from real_is_sim.cameras.base import CameraInfo

@@ -18,9 +18,9 @@ import torch
 from real_is_sim.cameras.base import CameraInfo
 from real_is_sim.cell import CellCfg
 from real_is_sim.correction.background import table_background
-from real_is_sim.gaussians.cloud import GaussianCloud
+from real_is_sim.gaussians.cloud import GaussianCloud, pose_cloud
 from real_is_sim.paths import shared_data_dir
-from real_is_sim.render.clouds import render_clouds
+from real_is_sim.render.rasterize import rasterization
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.standin.appearance import (ColourDrift, appearance_rng, perturb_camera, perturb_cloud, perturb_robot,
                                              real_table_texture, shadow_mask, textured_table_background)
@@ -46,6 +46,7 @@ class StandInLook:
         self.cloud = _scaled(cloud, block_scale)
         self.appearance = RobotAppearance(base_pose=np.asarray(task.robot.base_pose)) if cfg.render_robot else None
         self._robot_look = {"rng": appearance_rng(cfg.seed, "robot")} if look.on("robot") else None
+        self._robot_fields = None  # quats, scales, opacities, colours of the robot's Gaussians (_robot_at)
         rng = appearance_rng(cfg.seed, "calibration")
         self.true_cameras = {c.serial: perturb_camera(c, look, rng) if look.on("calibration") else c for c in cameras}
         self.plane = table_plane(task.table)
@@ -63,38 +64,59 @@ class StandInLook:
         camera's (:class:`~real_is_sim.cameras.rendered.RenderedSource`)."""
         look = self.cfg.appearance
         infos = [self.true_cameras[s] for s in serials]
+        bg = self._background(infos, q)
+        samples = [(object_poses, q)]
+        if look.on("motion_blur") and previous is not None and look.blur_samples > 1:
+            fractions = np.linspace(0.0, min(1.0, look.motion_blur_s / self.tick_s), look.blur_samples)[1:]  # back in time
+            samples += [(_lerp_poses(object_poses, previous[0], f), (1 - f) * q + f * previous[1]) for f in fractions]
+        viewmats = torch.as_tensor(np.stack([i.viewmat_opencv() for i in infos]), dtype=torch.float32)
+        Ks = torch.as_tensor(np.stack([i.K for i in infos]), dtype=torch.float32)
+        images = 0
+        for poses, qs in samples:
+            with torch.no_grad():
+                rendered, _, _ = rasterization(*self.gaussians(poses, qs, extras), viewmats, Ks, infos[0].width,
+                                               infos[0].height, backgrounds=bg, backend=self.cfg.render_backend)
+            images = images + rendered.cpu()  # gsplat renders on CUDA
+        images = self._exposed(images / len(samples), t)
+        return {s: images[k].numpy() for k, s in enumerate(serials)}
+
+    def gaussians(self, object_poses: np.ndarray, q: np.ndarray, extras: Extras | None = None) -> list[torch.Tensor]:
+        """means, quats, scales, opacities, colours ``[N, ...]`` of everything in view at this state: the objects
+        on their poses, the robot at ``q``, the ``extras``."""
+        parts = [[*pose_cloud(self.cloud, torch.as_tensor(object_poses, dtype=torch.float32)), self.cloud.scales,
+                  self.cloud.opacities, self.cloud.colors]]
+        if self.appearance is not None:
+            parts.append(self._robot_at(q))
+        for cloud, pose in extras(q) if extras is not None else ():
+            parts.append([*pose_cloud(cloud, pose), cloud.scales, cloud.opacities, cloud.colors])
+        return [torch.cat([part[k].float() for part in parts]) for k in range(5)]
+
+    def _robot_at(self, q: np.ndarray) -> list[torch.Tensor]:
+        """The robot's Gaussians at ``q``: posed by FK, jittered; their other fields are fixed, built once."""
+        if self._robot_fields is None:
+            robot = self.appearance.cloud(q)
+            if self._robot_look is not None:
+                robot = perturb_robot(robot, self.cfg.appearance, self._robot_look)  # draws the fixed jitter
+            self._robot_fields = [robot.quats, robot.scales, robot.opacities, robot.colors]
+        means = self.appearance.means(q)
+        if self._robot_look is not None:
+            means = means + self._robot_look["jitter"]
+        return [means, *self._robot_fields]
+
+    def _background(self, infos: list[CameraInfo], q: np.ndarray) -> torch.Tensor:
+        """``[C, H, W, 3]``: the empty cell each camera sees, darkened under the arm at ``q``."""
+        look = self.cfg.appearance
         bg = torch.stack([self._backgrounds[i.serial] for i in infos])
         if look.on("arm_shadow") and self.appearance is not None:
             means = self.appearance.means(q).numpy().astype(np.float64)
             masks = np.stack([shadow_mask(means, self.plane, look.light_tilt_deg, i, look.shadow_blur_m) for i in infos])
             bg = bg * (1.0 - look.arm_shadow * torch.as_tensor(masks)[..., None])
-        samples = [(object_poses, q)]
-        if look.on("motion_blur") and previous is not None and look.blur_samples > 1:
-            fractions = np.linspace(0.0, min(1.0, look.motion_blur_s / self.tick_s), look.blur_samples)[1:]  # back in time
-            samples += [(_lerp_poses(object_poses, previous[0], f), (1 - f) * q + f * previous[1]) for f in fractions]
-        images = sum(self._render_at(poses, qs, infos, bg, extras) for poses, qs in samples) / len(samples)
+        return bg
+
+    def _exposed(self, images: torch.Tensor, t: float) -> torch.Tensor:
         if self._drift is not None:
             images = images * torch.as_tensor(self._drift.gains(t))
-        return {s: images[k].clamp(0, 1).numpy() for k, s in enumerate(serials)}
-
-    def _render_at(self, object_poses: np.ndarray, q: np.ndarray, infos: list[CameraInfo], bg: torch.Tensor,
-                   extras: Extras | None) -> torch.Tensor:
-        clouds, poses = [self.cloud], [torch.as_tensor(object_poses, dtype=torch.float32)]
-        if self.appearance is not None:
-            robot = self.appearance.cloud(q)
-            if self._robot_look is not None:
-                robot = perturb_robot(robot, self.cfg.appearance, self._robot_look)
-            clouds.append(robot)
-            poses.append(None)
-        for cloud, pose in extras(q) if extras is not None else ():
-            clouds.append(cloud)
-            poses.append(pose)
-        viewmats = torch.as_tensor(np.stack([i.viewmat_opencv() for i in infos]), dtype=torch.float32)
-        Ks = torch.as_tensor(np.stack([i.K for i in infos]), dtype=torch.float32)
-        with torch.no_grad():
-            images, _, _ = render_clouds(clouds, poses, viewmats, Ks, infos[0].width, infos[0].height,
-                                         backgrounds=bg, backend=self.cfg.render_backend)
-        return images.cpu()  # gsplat renders on CUDA
+        return images.clamp(0, 1)
 
     def _own_backgrounds(self, cameras: list[CameraInfo], model: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The empty cell the stand-in renders over: the twin's model images unless the table or the calibration
@@ -135,6 +157,30 @@ class StandInLook:
                      for _ in range(self.cfg.appearance.empty_cell_frames)]
             out[c.serial] = (np.median(np.stack(shots), axis=0) / 255.0).astype(np.float32)
         return out
+
+
+def render_looks(looks: list[StandInLook], object_poses: np.ndarray, qs: np.ndarray, serial: str,
+                 times: list[float]) -> np.ndarray:
+    """``[B, H, W, 3]`` float: state b (``object_poses[b]`` (n_obj, 7), ``qs[b]``) through camera ``serial`` of
+    ``looks[b]`` at ``times[b]``, sharp, in one ``rasterization`` call: each image bit-identical to ``render_state``'s
+    (the scenes padded to one size with transparent Gaussians, which the projection drops)."""
+    scenes = [look.gaussians(poses, q) for look, poses, q in zip(looks, object_poses, qs)]
+    size = max(len(scene[0]) for scene in scenes)
+    padded = []
+    for scene in scenes:
+        missing = size - len(scene[0])
+        pad = [torch.zeros(missing, 3), torch.tensor([[1.0, 0.0, 0.0, 0.0]]).expand(missing, 4),
+               torch.full((missing, 3), 1e-3), torch.zeros(missing), torch.zeros(missing, 3)]
+        padded.append([torch.cat([field, extra]) for field, extra in zip(scene, pad)])
+    infos = [look.true_cameras[serial] for look in looks]
+    viewmats = torch.as_tensor(np.stack([[i.viewmat_opencv()] for i in infos]), dtype=torch.float32)
+    Ks = torch.as_tensor(np.stack([[i.K] for i in infos]), dtype=torch.float32)
+    bg = torch.stack([look._background([info], q) for look, info, q in zip(looks, infos, qs)])
+    with torch.no_grad():
+        images, _, _ = rasterization(*(torch.stack(field) for field in zip(*padded)), viewmats, Ks, infos[0].width,
+                                     infos[0].height, backgrounds=bg, backend=looks[0].cfg.render_backend)
+    images = images.cpu()[:, 0]
+    return np.stack([look._exposed(image, t).numpy() for look, image, t in zip(looks, images, times)])
 
 
 def _lerp_poses(a: np.ndarray, b: np.ndarray, f: float) -> np.ndarray:
