@@ -439,6 +439,8 @@ def test_real_image_is_the_standins_camera_not_the_twins_model():
     evaluation.render(states[:1], q)
     assert not {look.cfg.seed for look in training._looks} & {look.cfg.seed for look in evaluation._looks}
     assert training.key != evaluation.key
+    with pytest.raises(DataError, match="robot_q"):
+        training.render(states, q)  # two states, one joint vector
 
 
 def test_train_command(tiny_dataset, tmp_path, capsys):

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from real_is_sim.cell import CellCfg
-from real_is_sim.errors import ConfigError
+from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.task import DEFAULT_TASK, import_task
 
 DEFAULT_TASK_YAML = "pusht.yaml"  # the default task's default cell, as render_virtual uses it
@@ -75,7 +75,7 @@ class ObservationRenderer:
 
     def _render_real(self, poses: np.ndarray, qs: np.ndarray, t: float | None) -> np.ndarray:
         if poses.ndim != 3 or poses.shape[2] != 7 or qs.shape != (len(poses), 7):
-            raise ConfigError(f"object_poses must be [B, n_obj, 7] and robot_q [B, 7]; got {poses.shape} and {qs.shape}")
+            raise DataError(f"object_poses must be [B, n_obj, 7] and robot_q [B, 7]; got {poses.shape} and {qs.shape}")
         from real_is_sim.standin.look import render_looks
 
         looks = self._looks if self._looks is not None else self._build_looks()
