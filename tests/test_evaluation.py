@@ -398,8 +398,8 @@ def test_a_real_image_policy_online_sees_the_standin_not_the_twin(tmp_path, monk
     checkpoint = write_tiny_checkpoint(tmp_path, frame_stride=10, variant="real_image", image_size=16)
     seen, cameras, real_camera = [], [], online.real_camera
 
-    def recording_camera(policy, bridge, seed):  # the episode's real camera, its inputs kept beside the twin's state
-        camera = real_camera(policy, bridge, seed)
+    def recording_camera(policy, cell, bridge, seed):  # the episode's real camera, its inputs beside the twin's state
+        camera = real_camera(policy, cell, bridge, seed)
         render = camera.render
         camera.render = lambda poses, q, t=None: seen.append((poses.copy(), bridge.twin.object_poses()[0].copy(),
                                                                bridge.standin.object_poses().copy())) or render(poses, q, t)

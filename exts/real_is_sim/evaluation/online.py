@@ -62,13 +62,13 @@ def build_online_world(cell, start_pose, seed: int, overrides: list[str]):
     return build_bridge(cfg, task)
 
 
-def real_camera(policy, bridge, seed: int):
+def real_camera(policy, cell, bridge, seed: int):
     """The ``real_image`` policy's camera in this episode: the stand-in's own look (its seed, appearance and block
-    size), fixed where the static camera stands."""
-    from real_is_sim.policy.observations import ObservationRenderer, cell_from_yaml
+    size), fixed where the static camera stands in the policy's ``cell``."""
+    from real_is_sim.policy.observations import ObservationRenderer
 
-    return ObservationRenderer("real_image", policy.cfg.image_size, cell_from_yaml(policy.cfg.cell), seed=seed,
-                               reality=bridge.cfg.standin, block_scale=bridge.standin.params.block_scale)
+    return ObservationRenderer("real_image", policy.cfg.image_size, cell, seed=seed, reality=bridge.cfg.standin,
+                               block_scale=bridge.standin.params.block_scale)
 
 
 def run_online_unit(unit: Unit) -> list[dict]:
@@ -84,7 +84,7 @@ def run_online_episode(unit: Unit, e) -> dict:
     try:
         scheduler = make_scheduler(policy, 1, twin.control_dt, unit.execute, unit.tempo)
         real_image = policy.cfg.variant == "real_image"
-        renderer = real_camera(policy, bridge, e.seed) if real_image else renderer_of(policy, e.seed)
+        renderer = real_camera(policy, cell, bridge, e.seed) if real_image else renderer_of(policy, e.seed)
         source = ChunkSource(policy, [e.seed], renderer, unit.noise_scale)
         clock = RuleClock(1, cell)
         position_error, angle_error = [], []

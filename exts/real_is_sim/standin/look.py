@@ -64,7 +64,8 @@ class StandInLook:
         camera's (:class:`~real_is_sim.cameras.rendered.RenderedSource`)."""
         look = self.cfg.appearance
         infos = [self.true_cameras[s] for s in serials]
-        bg = self._background(infos, q)
+        robot_means = self.appearance.means(q) if self.appearance is not None else None  # the shadow's and the render's
+        bg = self._background(infos, robot_means)
         samples = [(object_poses, q)]
         if look.on("motion_blur") and previous is not None and look.blur_samples > 1:
             fractions = np.linspace(0.0, min(1.0, look.motion_blur_s / self.tick_s), look.blur_samples)[1:]  # back in time
@@ -72,43 +73,47 @@ class StandInLook:
         viewmats = torch.as_tensor(np.stack([i.viewmat_opencv() for i in infos]), dtype=torch.float32)
         Ks = torch.as_tensor(np.stack([i.K for i in infos]), dtype=torch.float32)
         images = 0
-        for poses, qs in samples:
+        for k, (poses, qs) in enumerate(samples):
+            gaussians = self.gaussians(poses, qs, extras, robot_means if k == 0 else None)
             with torch.no_grad():
-                rendered, _, _ = rasterization(*self.gaussians(poses, qs, extras), viewmats, Ks, infos[0].width,
-                                               infos[0].height, backgrounds=bg, backend=self.cfg.render_backend)
+                rendered, _, _ = rasterization(*gaussians, viewmats, Ks, infos[0].width, infos[0].height,
+                                               backgrounds=bg, backend=self.cfg.render_backend)
             images = images + rendered.cpu()  # gsplat renders on CUDA
         images = self._exposed(images / len(samples), t)
         return {s: images[k].numpy() for k, s in enumerate(serials)}
 
-    def gaussians(self, object_poses: np.ndarray, q: np.ndarray, extras: Extras | None = None) -> list[torch.Tensor]:
+    def gaussians(self, object_poses: np.ndarray, q: np.ndarray, extras: Extras | None = None,
+                  robot_means: torch.Tensor | None = None) -> list[torch.Tensor]:
         """means, quats, scales, opacities, colours ``[N, ...]`` of everything in view at this state: the objects
-        on their poses, the robot at ``q``, the ``extras``."""
+        on their poses, the robot at ``q`` (``robot_means``: its Gaussians' FK there, when the caller has it), the
+        ``extras``."""
         parts = [[*pose_cloud(self.cloud, torch.as_tensor(object_poses, dtype=torch.float32)), self.cloud.scales,
                   self.cloud.opacities, self.cloud.colors]]
         if self.appearance is not None:
-            parts.append(self._robot_at(q))
+            parts.append(self._robot_at(q, self.appearance.means(q) if robot_means is None else robot_means))
         for cloud, pose in extras(q) if extras is not None else ():
             parts.append([*pose_cloud(cloud, pose), cloud.scales, cloud.opacities, cloud.colors])
         return [torch.cat([part[k].float() for part in parts]) for k in range(5)]
 
-    def _robot_at(self, q: np.ndarray) -> list[torch.Tensor]:
-        """The robot's Gaussians at ``q``: posed by FK, jittered; their other fields are fixed, built once."""
+    def _robot_at(self, q: np.ndarray, means: torch.Tensor) -> list[torch.Tensor]:
+        """The robot's Gaussians at ``q`` (``means``: their FK there), jittered; their other fields are fixed, built
+        once."""
         if self._robot_fields is None:
             robot = self.appearance.cloud(q)
             if self._robot_look is not None:
                 robot = perturb_robot(robot, self.cfg.appearance, self._robot_look)  # draws the fixed jitter
             self._robot_fields = [robot.quats, robot.scales, robot.opacities, robot.colors]
-        means = self.appearance.means(q)
         if self._robot_look is not None:
             means = means + self._robot_look["jitter"]
         return [means, *self._robot_fields]
 
-    def _background(self, infos: list[CameraInfo], q: np.ndarray) -> torch.Tensor:
-        """``[C, H, W, 3]``: the empty cell each camera sees, darkened under the arm at ``q``."""
+    def _background(self, infos: list[CameraInfo], robot_means: torch.Tensor | None) -> torch.Tensor:
+        """``[C, H, W, 3]``: the empty cell each camera sees, darkened under the arm (``robot_means``: its Gaussians,
+        None without a robot)."""
         look = self.cfg.appearance
         bg = torch.stack([self._backgrounds[i.serial] for i in infos])
-        if look.on("arm_shadow") and self.appearance is not None:
-            means = self.appearance.means(q).numpy().astype(np.float64)
+        if look.on("arm_shadow") and robot_means is not None:
+            means = robot_means.numpy().astype(np.float64)
             masks = np.stack([shadow_mask(means, self.plane, look.light_tilt_deg, i, look.shadow_blur_m) for i in infos])
             bg = bg * (1.0 - look.arm_shadow * torch.as_tensor(masks)[..., None])
         return bg
@@ -164,7 +169,8 @@ def render_looks(looks: list[StandInLook], object_poses: np.ndarray, qs: np.ndar
     """``[B, H, W, 3]`` float: state b (``object_poses[b]`` (n_obj, 7), ``qs[b]``) through camera ``serial`` of
     ``looks[b]`` at ``times[b]``, sharp, in one ``rasterization`` call: each image bit-identical to ``render_state``'s
     (the scenes padded to one size with transparent Gaussians, which the projection drops)."""
-    scenes = [look.gaussians(poses, q) for look, poses, q in zip(looks, object_poses, qs)]
+    robot_means = [look.appearance.means(q) if look.appearance is not None else None for look, q in zip(looks, qs)]
+    scenes = [look.gaussians(poses, q, robot_means=m) for look, poses, q, m in zip(looks, object_poses, qs, robot_means)]
     size = max(len(scene[0]) for scene in scenes)
     padded = []
     for scene in scenes:
@@ -175,7 +181,7 @@ def render_looks(looks: list[StandInLook], object_poses: np.ndarray, qs: np.ndar
     infos = [look.true_cameras[serial] for look in looks]
     viewmats = torch.as_tensor(np.stack([[i.viewmat_opencv()] for i in infos]), dtype=torch.float32)
     Ks = torch.as_tensor(np.stack([[i.K] for i in infos]), dtype=torch.float32)
-    bg = torch.stack([look._background([info], q) for look, info, q in zip(looks, infos, qs)])
+    bg = torch.stack([look._background([info], m) for look, info, m in zip(looks, infos, robot_means)])
     with torch.no_grad():
         images, _, _ = rasterization(*(torch.stack(field) for field in zip(*padded)), viewmats, Ks, infos[0].width,
                                      infos[0].height, backgrounds=bg, backend=looks[0].cfg.render_backend)
