@@ -134,3 +134,23 @@ def test_real_table_texture_from_the_footage(shared_data):
     texture, x0, y0, cell = real_table_texture(str(shared_data / "sample_demos" / "0"), (0.0, 0.0, 1.0, 0.0))
     assert texture.ndim == 3 and texture.shape[-1] == 3 and np.isfinite(texture).all()
     assert 0.05 < float(texture.mean()) < 0.95 and float(texture.std()) > 0.01
+
+
+def test_looks_rendered_together_equal_each_looks_own_render():
+    from real_is_sim.policy.observations import REAL_IMAGE_SERIAL, ObservationRenderer
+    from real_is_sim.standin.look import render_looks
+
+    cell = load_pusht_cfg()
+    looks = ObservationRenderer("real_image", 32, cell)._build_looks()[:3]  # three realities, one robot between them
+    assert len({id(look.appearance) for look in looks}) == 1 and len({look.cfg.seed for look in looks}) == 3
+    rng = np.random.default_rng(0)
+    picked = [looks[0], looks[2], looks[0], looks[1]]
+    poses = np.tile([0.5, 0.0, 0.02, 0.0, 0.0, 0.0, 1.0], (4, 1, 1))
+    poses[:, 0, :2] += rng.uniform(-0.08, 0.08, (4, 2))
+    qs = np.asarray(cell.robot.q_start) + rng.normal(0, 0.1, (4, 7))
+    times = [0.0, 1.0, 2.0, 3.0]
+    together = render_looks(picked, poses, qs, REAL_IMAGE_SERIAL, times)
+    for b, look in enumerate(picked):  # bit-identical: the cache and the evaluations rest on it
+        alone = look.render_state(poses[b], qs[b], [REAL_IMAGE_SERIAL], times[b])[REAL_IMAGE_SERIAL]
+        np.testing.assert_array_equal(together[b], alone)
+    assert np.abs(together[0] - together[2]).mean() > 1e-3  # the arm and the block moved between them

@@ -125,8 +125,9 @@ def pose_cloud(cloud: GaussianCloud, body_poses: torch.Tensor) -> tuple[torch.Te
     if poses.shape[0] == 0:  # every Gaussian static
         return cloud.means, cloud.quats
     q_body = torch.cat([poses[:, 6:7], poses[:, 3:6]], dim=-1)  # xyzw -> wxyz
-    q_body = torch.nn.functional.normalize(q_body, dim=-1)[index]
-    R_body = quat_to_rotmat_wxyz(q_body)
+    q_body = torch.nn.functional.normalize(q_body, dim=-1)
+    R_body = quat_to_rotmat_wxyz(q_body)[index]  # per body, then gathered: the same numbers, not per Gaussian
+    q_body = q_body[index]
     means_w = torch.einsum("nij,nj->ni", R_body, cloud.means) + poses[index, :3]
     quats_w = quat_multiply_wxyz(q_body, cloud.quats)
     mask = attached[:, None]

@@ -93,6 +93,7 @@ class ObservationRenderer:
         from real_is_sim.cameras.base import CameraInfo
         from real_is_sim.correction.background import table_background
         from real_is_sim.render.virtual_cameras import scaled_intrinsics
+        from real_is_sim.robot.appearance import RobotAppearance
         from real_is_sim.standin.appearance import HiddenAppearance
         from real_is_sim.standin.cameras import ring_cameras
         from real_is_sim.standin.look import StandInLook
@@ -105,9 +106,11 @@ class ObservationRenderer:
         camera = CameraInfo(REAL_IMAGE_SERIAL, K, self.size, self.size, ring.X_WC)
         model_table = {REAL_IMAGE_SERIAL: table_background(K, camera.viewmat_opencv(), self.size, self.size,
                                                            table_plane(cell.table))}
+        robot = RobotAppearance(base_pose=np.asarray(cell.robot.base_pose))  # one Franka for every reality
         realities = [self.reality] if self.reality is not None else [
             StandInCfg(seed=self.realities + k, appearance=HiddenAppearance.realistic()) for k in range(REAL_IMAGE_LOOKS)]
-        self._looks = [StandInLook(cell, r, [camera], block_cloud(cell), model_table, self.block_scale) for r in realities]
+        self._looks = [StandInLook(cell, r, [camera], block_cloud(cell), model_table, self.block_scale,
+                                  robot=robot) for r in realities]
         return self._looks
 
 

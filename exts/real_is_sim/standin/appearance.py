@@ -206,7 +206,8 @@ def shadow_mask(robot_means: np.ndarray, plane: np.ndarray, light_tilt_deg: floa
         u = info.K[0, 0] * cam[front, 0] / cam[front, 2] + info.K[0, 2]
         v = info.K[1, 1] * cam[front, 1] / cam[front, 2] + info.K[1, 2]
         inside = (u >= 0) & (u < info.width) & (v >= 0) & (v < info.height)
-        np.add.at(mask, (v[inside].astype(int), u[inside].astype(int)), 1.0)
+        hits = v[inside].astype(int) * info.width + u[inside].astype(int)
+        mask = np.bincount(hits, minlength=info.height * info.width).reshape(mask.shape).astype(np.float32)
         depth = float(np.median(cam[front, 2])) if front.any() else 1.0
         sigma = max(1.0, blur_m * info.K[0, 0] / depth)
         mask = gaussian_filter(mask, sigma)

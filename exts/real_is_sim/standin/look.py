@@ -32,11 +32,14 @@ Extras = Callable[[np.ndarray], list[tuple[GaussianCloud, torch.Tensor]]]
 
 class StandInLook:
     def __init__(self, task: CellCfg, cfg, cameras: list[CameraInfo], cloud: GaussianCloud,
-                 backgrounds: dict[str, np.ndarray], block_scale: float = 1.0, tick_s: float = 1.0 / 60.0):
+                 backgrounds: dict[str, np.ndarray], block_scale: float = 1.0, tick_s: float = 1.0 / 60.0,
+                 robot: RobotAppearance | None = None):
         """``cfg``: a :class:`~real_is_sim.standin.world.StandInCfg` (its seed, appearance, robot and backend);
         ``cameras``: the calibration the twin keeps; ``cloud``: the objects' Gaussians (body frames) of the twin's
         model; ``backgrounds``: the twin's model of the empty cell per camera serial, (H, W, 3) float;
-        ``block_scale``: the hidden physics' block size; ``tick_s``: the control period (motion blur)."""
+        ``block_scale``: the hidden physics' block size; ``tick_s``: the control period (motion blur);
+        ``robot``: the Franka's Gaussians at the task's base pose when the caller has them (looks that share one
+        are posed together by :func:`render_looks`), None: built here."""
         self.cfg = cfg
         look = cfg.appearance
         self.tick_s = tick_s
@@ -44,7 +47,9 @@ class StandInLook:
         if look.on("block"):
             cloud = perturb_cloud(cloud, look, appearance_rng(cfg.seed, "block"))
         self.cloud = _scaled(cloud, block_scale)
-        self.appearance = RobotAppearance(base_pose=np.asarray(task.robot.base_pose)) if cfg.render_robot else None
+        if robot is None and cfg.render_robot:
+            robot = RobotAppearance(base_pose=np.asarray(task.robot.base_pose))
+        self.appearance = robot if cfg.render_robot else None
         self._robot_look = {"rng": appearance_rng(cfg.seed, "robot")} if look.on("robot") else None
         self._robot_fields = None  # quats, scales, opacities, colours of the robot's Gaussians (_robot_at)
         rng = appearance_rng(cfg.seed, "calibration")
@@ -169,7 +174,7 @@ def render_looks(looks: list[StandInLook], object_poses: np.ndarray, qs: np.ndar
     """``[B, H, W, 3]`` float: state b (``object_poses[b]`` (n_obj, 7), ``qs[b]``) through camera ``serial`` of
     ``looks[b]`` at ``times[b]``, sharp, in one ``rasterization`` call: each image bit-identical to ``render_state``'s
     (the scenes padded to one size with transparent Gaussians, which the projection drops)."""
-    robot_means = [look.appearance.means(q) if look.appearance is not None else None for look, q in zip(looks, qs)]
+    robot_means = _robot_means(looks, qs)
     scenes = [look.gaussians(poses, q, robot_means=m) for look, poses, q, m in zip(looks, object_poses, qs, robot_means)]
     size = max(len(scene[0]) for scene in scenes)
     padded = []
@@ -187,6 +192,21 @@ def render_looks(looks: list[StandInLook], object_poses: np.ndarray, qs: np.ndar
                                      infos[0].height, backgrounds=bg, backend=looks[0].cfg.render_backend)
     images = images.cpu()[:, 0]
     return np.stack([look._exposed(image, t).numpy() for look, image, t in zip(looks, images, times)])
+
+
+def _robot_means(looks: list[StandInLook], qs: np.ndarray) -> list[torch.Tensor | None]:
+    """Each state's robot Gaussians (None for a look without a robot): the forward kinematics of the states whose
+    looks share a robot appearance in one call."""
+    out: list[torch.Tensor | None] = [None] * len(looks)
+    groups: dict[int, list[int]] = {}
+    for b, look in enumerate(looks):
+        if look.appearance is not None:
+            groups.setdefault(id(look.appearance), []).append(b)
+    for members in groups.values():
+        means = looks[members[0]].appearance.means(np.asarray(qs)[members])
+        for b, m in zip(members, means):
+            out[b] = m
+    return out
 
 
 def _lerp_poses(a: np.ndarray, b: np.ndarray, f: float) -> np.ndarray:
