@@ -209,3 +209,31 @@ def test_a_session_refuses_to_start_with_the_arm_away_from_the_twin_robot(tmp_pa
     with pytest.raises(StageError, match=r"follower stage failed.*0\.200 rad from the twin robot's start"):
         session.run(duration_s=0.5)
     assert json.loads((tmp_path / "s" / "summary.json").read_text())["ticks"] == 0
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_the_real_arm_can_follow_a_twin_whose_policy_asks_for_the_tool_below_the_workspace(guard):
+    from real_is_sim.robot.kinematics import PandaKinematics
+
+    bridge = build_bridge(load_bridge_cfg("standin", overrides=[*SMALL, "loop.visual_forces=false",
+                                                                 f"loop.guard_targets={str(guard).lower()}"]))
+    try:
+        kinematics = PandaKinematics()
+        q = np.asarray(bridge.twin.robot_q()[0], dtype=float)
+        start = kinematics.tool_pose(q)
+        floor = bridge.follower.cfg.workspace_min[2]
+        for k in range(60):  # 1 s: the tool sinks 4 cm, to 2 cm under the workspace's floor
+            depth = min(1.0, (k + 1) / 30) * (start.translation[2] - floor + 0.02)
+            q = kinematics.solve(np.array(start.translation) - [0, 0, depth], start.rotation, q)
+            bridge.tick(q[None])
+        refused = sum(bridge.follower.filter.refusals.values())
+        twin_tool = kinematics.tool_position(bridge.twin.robot_q()[0])[2]
+        real_tool = kinematics.tool_position(bridge.follower.read_state().q)[2]
+    finally:
+        bridge.hold_and_stop()
+    if guard:  # the twin stops at the floor (less a margin) and the real arm stays with it
+        assert refused == 0 and bridge.loop.target_guard.moved > 20
+        assert floor < twin_tool < floor + 0.01 and abs(real_tool - twin_tool) < 0.01
+    else:  # the control: the twin goes under the floor, the real arm is refused and left behind
+        assert refused > 10 and bridge.loop.target_guard is None
+        assert twin_tool < floor and real_tool - twin_tool > 0.005

@@ -388,6 +388,7 @@ def test_online_episode_against_the_standin_counts_tracking(tiny):
     assert row["appearance"] == "twin"
     assert row["tracking_failures"] == 0 and row["tracking_events"] == []  # 0.25 s is too short for a failure
     assert 0.0 <= row["max_sync_error_m"] < 0.02 and row["ground_truth"] is False
+    assert row["follower_refusals"] == 0 and row["targets_moved"] == 0  # the guard is on, nothing to move
 
 
 def test_a_real_image_policy_online_sees_the_standin_not_the_twin(tmp_path, monkeypatch):

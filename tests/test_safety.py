@@ -11,7 +11,7 @@ from real_is_sim.errors import ConfigError, DataError
 from real_is_sim.robot import franka
 from real_is_sim.robot.follower import HealthStatus
 from real_is_sim.robot.kinematics import PandaKinematics
-from real_is_sim.robot.safety import Clamp, Refusal, SafeFollower, SafetyCfg, SafetyFilter
+from real_is_sim.robot.safety import Clamp, Refusal, SafeFollower, SafetyCfg, SafetyFilter, WorkspaceGuard
 from real_is_sim.robot.simulated_follower import SimulatedFollower, SimulatedFollowerCfg
 
 
@@ -87,6 +87,27 @@ def test_the_tool_must_stay_inside_the_workspace_box(kinematics):
         outside += not in_box
     assert inside > 20 and outside > 20  # both sides were exercised
     assert safety.refusals[Refusal.OUTSIDE_WORKSPACE] == outside
+
+
+def test_the_twins_guard_moves_a_target_the_filter_would_refuse_into_the_box_and_leaves_the_rest_alone(kinematics):
+    cfg = SafetyCfg(max_step_rad=1.0)
+    guard, safety = WorkspaceGuard(cfg, margin_m=0.005), SafetyFilter(cfg)
+    home = kinematics.tool_pose(franka.Q_START)
+    low = kinematics.solve(np.array(home.translation) * [1, 1, 0] + [0, 0, 0.012], home.rotation, franka.Q_START)
+    assert safety.check(low, 0.0, 0.0).refusal is Refusal.OUTSIDE_WORKSPACE  # the tool 8 mm under the box's floor
+    guarded = guard(low)
+    moved = kinematics.tool_pose(guarded)
+    np.testing.assert_allclose(moved.translation, [*home.translation[:2], cfg.workspace_min[2] + 0.005], atol=1e-5)
+    np.testing.assert_allclose(moved.rotation, home.rotation, atol=1e-5)  # the tool still points the same way
+    assert np.abs(guarded - low).max() < 0.1  # a small move from the policy's target, not another arm posture
+    assert safety.check(guarded, 1.0, 1.0).accepted
+    assert guard(franka.Q_START) is not None and np.array_equal(guard(franka.Q_START), franka.Q_START)
+    assert guard.moved == 1
+    nan_target = franka.Q_START.copy()
+    nan_target[0] = np.nan
+    assert np.isnan(guard(nan_target)[0])  # left for the filter to refuse and count
+    with pytest.raises(ValueError, match="margin_m"):
+        WorkspaceGuard(cfg, margin_m=0.5)
 
 
 def test_wrong_shape_raises_one_clear_error():

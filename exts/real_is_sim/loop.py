@@ -38,6 +38,9 @@ class LoopCfg:
     realtime: bool = False
     stale_after: float = 0.05  # s: an older frame is not used for the correction
     world: int = 0  # the twin world that mirrors reality
+    # follow_real: keep the twin robot's joint targets where the follower's safety layer accepts the tool (the
+    # composition root builds the guard, robot.safety.WorkspaceGuard, from the follower's SafetyCfg)
+    guard_targets: bool = True
     # Compare each frame with the twin as it was when the frame was exposed (camera latency is tens of ms).
     latency_compensation: bool = True
     # Start the sensor's optimisation from the twin this many ticks after the exposure (capped at now). Adam's
@@ -126,6 +129,7 @@ class OnlineLoop:
         occluders: Callable[[np.ndarray], object] | None = None,
         relocalize: Callable[[list, np.ndarray], np.ndarray | None] | None = None,
         arm_in_view: Callable[[float], np.ndarray] | None = None,
+        target_guard: Callable[[np.ndarray], np.ndarray] | None = None,
     ):
         """``occluders(robot_q) -> GaussianCloud`` renders the robot into the sensor's views (e.g.
         ``RobotAppearance.cloud``); ``source`` delivers the camera frames, ``follower`` the real arm.
@@ -133,7 +137,9 @@ class OnlineLoop:
         with :func:`real_is_sim.correction.initial_pose.estimate_initial_pose`): the visual force only closes small
         errors, so a lost object is put back where the frames show it and tracking resumes from there.
         ``arm_in_view(t) -> q (7,)`` is the arm the cameras see when it is neither the follower nor the twin robot
-        (a replayed clip whose arm was fitted to the footage, :mod:`real_is_sim.robot.arm_fit`)."""
+        (a replayed clip whose arm was fitted to the footage, :mod:`real_is_sim.robot.arm_fit`).
+        ``target_guard(q (7,)) -> q (7,)`` takes the mirroring world's joint target before the twin robot does (e.g.
+        :class:`~real_is_sim.robot.safety.WorkspaceGuard`: only targets the real arm may follow)."""
         if cfg.visual_forces and (sensor is None or actuator is None or source is None):
             raise ValueError("visual_forces needs a sensor, an actuator and a camera source")
         if cfg.follow_real and follower is None:
@@ -147,6 +153,7 @@ class OnlineLoop:
         self.occluders = occluders
         self.relocalize = relocalize
         self.arm_in_view = arm_in_view
+        self.target_guard = target_guard
         self.sync = FrameSynchronizer([c.name for c in sensor.cameras], cfg.stale_after) if cfg.visual_forces else None
         self.t = 0.0
         self.ticks = 0
@@ -190,6 +197,9 @@ class OnlineLoop:
                 report.recovered = self._recover(images, report.reading.lost)
             report.seconds["sensor"] = time.perf_counter() - clock
         clock = time.perf_counter()
+        if self.target_guard is not None and robot_q_target is not None:
+            robot_q_target = np.array(robot_q_target, dtype=float)
+            robot_q_target[w] = self.target_guard(robot_q_target[w])
         twin.step(robot_q_target)
         report.seconds["physics"] = time.perf_counter() - clock
         if cfg.visual_forces:

@@ -31,7 +31,7 @@ from real_is_sim.loop import OnlineLoop, TickReport
 from real_is_sim.render.virtual_cameras import scaled_intrinsics
 from real_is_sim.robot.appearance import RobotAppearance
 from real_is_sim.robot.follower_factory import make_follower
-from real_is_sim.robot.safety import SafeFollower
+from real_is_sim.robot.safety import SafeFollower, WorkspaceGuard
 from real_is_sim.standin.cameras import ring_cameras
 from real_is_sim.standin.world import StandInWorld
 from real_is_sim.task import Policy, Task, import_task
@@ -287,8 +287,10 @@ def _loop(cfg: BridgeCfg, task: Task, twin: Twin, cloud: GaussianCloud, source, 
         actuator = VisualForceActuator(cfg.actuator, twin)
     appearance = RobotAppearance(base_pose=np.asarray(twin.task.robot.base_pose)) if cfg.render_robot else None
     relocalize = task.relocalizer(cloud, cameras, np.asarray(plane)) if cfg.recover_lost else None
+    guard = WorkspaceGuard(follower.cfg) if cfg.loop.follow_real and cfg.loop.guard_targets else None
     return OnlineLoop(cfg.loop, twin, sensor, actuator, source, follower if cfg.loop.follow_real else None,
-                      occluders=appearance.cloud if appearance is not None else None, relocalize=relocalize)
+                      occluders=appearance.cloud if appearance is not None else None, relocalize=relocalize,
+                      target_guard=guard)
 
 
 def _policy(cfg: BridgeCfg, task: Task, twin: Twin) -> tuple[Policy, str]:

@@ -106,11 +106,14 @@ def run_online_episode(unit: Unit, e) -> dict:
             if clock.settled():
                 break
         truth = bridge.ground_truth()[0]
+        guard = bridge.loop.target_guard
+        targets = {"targets_moved": guard.moved if guard is not None else None,
+                   "follower_refusals": sum(bridge.follower.filter.refusals.values())}
     finally:
         bridge.hold_and_stop()
     events = tracking_failures(position_error, angle_error, twin.control_dt)
     outcome = clock.row(0, truth)
     outcome.update(tracking_failures=len(events), tracking_recovered=sum(ev["recovered"] for ev in events),
                    tracking_events=events, max_sync_error_m=round(float(np.max(position_error)), 4),
-                   max_sync_error_rad=round(float(np.max(angle_error)), 4), standin_seed=e.seed)
+                   max_sync_error_rad=round(float(np.max(angle_error)), 4), standin_seed=e.seed, **targets)
     return episode_row(e, unit, outcome, time.perf_counter() - wall)

@@ -276,6 +276,9 @@ def summarize_checkpoint(rows: list[dict], meta: dict) -> dict:
                            "failures": sum(r["tracking_failures"] for r in rows),
                            "recovered": sum(r["tracking_recovered"] for r in rows),
                            "median_max_sync_error_m": _median(r["max_sync_error_m"] for r in rows)}
+        if "follower_refusals" in rows[0]:  # rows since the twin's targets were guarded (robot.safety.WorkspaceGuard)
+            out["tracking"]["episodes_with_follower_refusals"] = sum(r["follower_refusals"] > 0 for r in rows)
+            out["tracking"]["episodes_with_targets_moved"] = sum((r["targets_moved"] or 0) > 0 for r in rows)
     return out
 
 

@@ -163,6 +163,50 @@ class SafetyFilter:
         return SafetyDecision(False, None, refusal=reason, detail=detail)
 
 
+class WorkspaceGuard:
+    """The twin's half of the workspace check: a joint target whose tool point lies outside the follower's workspace
+    box is moved, by inverse kinematics from it with the tool's orientation kept, to put the tool ``margin_m`` inside
+    the box, before the twin robot takes it. The real arm follows the twin robot's actual joints, and its
+    :class:`SafetyFilter` refuses a tool outside the box: without the guard the real arm holds while the twin arm
+    goes on pushing its block, which reality's block then no longer matches (docs/experiments.md, section 3)."""
+
+    def __init__(self, cfg: SafetyCfg, margin_m: float = 0.005):
+        self.low = np.asarray(cfg.workspace_min, dtype=float) + margin_m
+        self.high = np.asarray(cfg.workspace_max, dtype=float) - margin_m
+        if not (math.isfinite(margin_m) and margin_m >= 0 and np.all(self.low < self.high)):
+            raise ValueError(f"margin_m {margin_m} must be >= 0 and leave room inside the workspace box")
+        self.tool_offset_m = cfg.tool_offset_m
+        self.moved = 0  # targets moved into the box so far
+        self._last: np.ndarray | None = None  # the last target let through or moved: held when the IK fails
+
+    @cached_property
+    def kinematics(self):
+        from real_is_sim.robot.kinematics import PandaKinematics
+
+        return PandaKinematics(tool_offset=self.tool_offset_m)
+
+    def __call__(self, q) -> np.ndarray:
+        """``q`` (7,) itself when its tool point is inside the box (or ``q`` is not finite: the filter refuses and
+        counts that), else the moved target."""
+        q = check_joint_vector(q, "twin joint target")
+        if not np.all(np.isfinite(q)):
+            return q
+        pose = self.kinematics.tool_pose(q)
+        tool = np.array(pose.translation)
+        inside = np.clip(tool, self.low, self.high)
+        if np.array_equal(inside, tool):
+            self._last = q
+            return q
+        self.moved += 1
+        try:
+            self._last = self.kinematics.solve(inside, np.array(pose.rotation), q)
+        except DataError:
+            logger.warning("no joints put the tool at %s: the twin holds its last target", np.round(inside, 4).tolist())
+            if self._last is None:
+                raise
+        return self._last
+
+
 class _Watch(enum.Enum):
     IDLE = "idle"  # not started, or stopped by the user
     FOLLOWING = "following"
