@@ -63,6 +63,9 @@ REPRESENTATIONS = [
      "policy_repr_real32_b64_30k_s0_exec16_tempo15.json"),
     ("wrist_camera (32 px), equal budget, trained again (session 32, same command)",
      "policy_repr_wrist32_b64_30k_s0_rerun_exec16_tempo15.json"),
+    ("pose, equal budget, trained again (session 33, same command)", "policy_repr_pose_b64_30k_s0_rerun_exec16_tempo15.json"),
+    ("static_camera (32 px), equal budget, trained again (session 33, same command)",
+     "policy_repr_static32_b64_30k_s0_rerun_exec16_tempo15.json"),
     ("pose", "policy_goal_ema_100k_exec16.json"),
     ("wrist_camera", "policy_wrist_camera.json"),
     ("static_camera", "policy_static_camera.json"),
@@ -96,15 +99,22 @@ DEMONSTRATION_PAIRS = [tuple((label, DEMONSTRATION_RUNS[label]) for label in pai
                        for pair in (("online", "sim_only"), ("online_targeted", "online"),
                                     ("online_targeted", "online_untargeted"), ("online_targeted", "online60"),
                                     ("online60", "online_untargeted"))]
-# Fig. 8b online: the equal-budget camera policies on the same episodes (realistic, calibrated), and the pose policy
-# trained on the same 30 demonstrations (the sim-only row of Fig. 8a: goal and tool features, batch 256, not the
-# equal-budget pose policy)
+# Fig. 8b online: the four equal-budget policies on the same episodes (realistic, calibrated; the pose and static
+# camera networks are session 33's, trained again), the pose policy once more with the twin's targets guarded
+# (robot.safety.WorkspaceGuard, which its first run lacked), and the pose policy trained on the same 30
+# demonstrations with goal and tool features, batch 256 (the sim-only row of Fig. 8a)
 REPRESENTATION_RUNS = {"wrist_camera": "eval_repr_wrist32_b64_30k_s0_fixed_online_realistic_calibrated.json",
                        "real_image": "eval_repr_real32_b64_30k_s0_fixed_online_realistic_calibrated.json",
+                       "static_camera": "eval_repr_static32_b64_30k_s0_fixed_online_realistic_calibrated.json",
+                       "pose": "eval_repr_pose_b64_30k_s0_fixed_online_realistic_calibrated.json",
+                       "pose_guarded": "eval_repr_pose_b64_30k_s0_fixed_online_realistic_calibrated_guard.json",
                        "pose_sim_only": DEMONSTRATION_RUNS["sim_only"]}
 REPRESENTATION_PAIRS = [tuple((label, REPRESENTATION_RUNS[label]) for label in pair)
                         for pair in (("wrist_camera", "real_image"), ("wrist_camera", "pose_sim_only"),
-                                     ("real_image", "pose_sim_only"))]
+                                     ("real_image", "pose_sim_only"), ("static_camera", "wrist_camera"),
+                                     ("static_camera", "real_image"), ("pose_guarded", "pose"),
+                                     ("pose_guarded", "wrist_camera"), ("pose_guarded", "static_camera"),
+                                     ("pose_guarded", "real_image"))]
 REALISTIC = ("realistic", "realistic_calibrated")  # the settings whose stand-in looks other than the twin's model
 # checkpoints of a file whose episodes another file of ONLINE holds too (the sweep's first 10 start poses of 10k and
 # 60k are in the 20-pose file): counted there only
@@ -196,6 +206,8 @@ def paired(label_a: str, rows_a: list[dict], label_b: str, rows_b: list[dict]) -
                                                                      len(rows)),
                       "median_max_sync_error_m": round(float(np.median([r["max_sync_error_m"] for r in rows])), 4)
                       if rows else None}
+        if rows and all("follower_refusals" in r for r in rows):  # run with the refusals recorded (session 33 on)
+            out[label]["episodes_with_follower_refusals"] = sum(r["follower_refusals"] > 0 for r in rows)
     for what, won in (("ground_truth", lambda r: r["ground_truth"]), ("tracking_failure", lambda r: r["tracking_failures"] > 0)):
         only_a = sum(won(a) and not won(b) for a, b in pairs)
         only_b = sum(won(b) and not won(a) for a, b in pairs)
